@@ -1,0 +1,22 @@
+//! The pure core of Reconcile: what a session is, what the probes saw, and what to do about it.
+//!
+//! Nothing in this crate performs IO or reads a clock. Adapters (tmux, git, SQLite, /proc) turn
+//! the world into the snapshot types defined here; the functions here turn snapshots into
+//! decisions. `tests/tidy.rs` enforces the boundary.
+
+mod classify;
+mod error;
+mod evidence;
+mod model;
+mod report;
+
+pub use classify::{Disposition, StopOutcome, classify};
+pub use error::Error;
+pub use evidence::{
+    Evidence, Marker, ProcessObservation, Snapshot, TmuxListing, TmuxProbe, TmuxSession, evidence,
+};
+pub use model::{
+    OwnerMarker, ProcessIdentity, Runtime, RuntimeKind, Secret, Session, SessionId, SessionState,
+    TmuxHandle,
+};
+pub use report::{Count, Pass, PassReport, Report, Warning, WarningCode, MAX_WARNINGS};

@@ -1,0 +1,26 @@
+//! Processes as Reconcile sees them: identities and ownership markers read from `/proc`, and
+//! child processes (tmux, git) run with a deadline and counted.
+
+mod identity;
+mod run;
+
+pub use identity::{boot_id, identity, observe, owner_marker};
+pub use run::{ChildCount, run};
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot start {program}: {source}")]
+    Spawn { program: String, source: io::Error },
+    #[error("waiting for {program} failed: {source}")]
+    Wait { program: String, source: io::Error },
+    #[error("{program} did not finish within {after:?} and was killed")]
+    Timeout { program: String, after: Duration },
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{path} has a format this build does not understand")]
+    Parse { path: PathBuf },
+}
