@@ -242,7 +242,10 @@ terminated remote          failed     preserve_with_warning
         for state in SessionState::ALL {
             for evidence in Evidence::ALL {
                 let d = classify(state, evidence, Some(StopOutcome::NotFound));
-                assert_eq!(d == Disposition::RepairRow, evidence == Evidence::ConfirmedDead);
+                assert_eq!(
+                    d == Disposition::RepairRow,
+                    evidence == Evidence::ConfirmedDead
+                );
             }
         }
     }
@@ -251,7 +254,10 @@ terminated remote          failed     preserve_with_warning
     fn nothing_is_done_without_proof() {
         for state in SessionState::ALL {
             for evidence in [Evidence::Unknown, Evidence::NoHandle, Evidence::Remote] {
-                assert!(!classify(state, evidence, None).is_action(), "{state} {evidence}");
+                assert!(
+                    !classify(state, evidence, None).is_action(),
+                    "{state} {evidence}"
+                );
             }
         }
     }

@@ -147,7 +147,8 @@ fn tmux_evidence(session: &Session, handle: &TmuxHandle, snapshot: &Snapshot<'_>
         let Some(server) = &listing.server else {
             return Evidence::Unknown;
         };
-        let same = handle.server.as_ref() == Some(server) && handle.id.as_deref() == Some(&found.id);
+        let same =
+            handle.server.as_ref() == Some(server) && handle.id.as_deref() == Some(&found.id);
         return if same {
             Evidence::Alive
         } else {
@@ -264,6 +265,7 @@ mod tests {
             ..recorded()
         };
         let intent = TmuxHandle::intent("rc-s1".into());
+        #[rustfmt::skip]
         let cases: Vec<(&str, Runtime, TmuxProbe, Evidence)> = vec![
             ("same server, same id", tmux(recorded()), listing(server.clone(), vec![ours()]), Alive),
             ("absent from an answering server", tmux(recorded()), listing(server.clone(), vec![]), ConfirmedDead),
@@ -294,7 +296,9 @@ mod tests {
             boot_id: "boot-old".into(),
             ..ident(7, 70)
         };
-        let cases: Vec<(&str, Runtime, Vec<(u32, O)>, Evidence)> = vec![
+        type Case = (&'static str, Runtime, Vec<(u32, O)>, Evidence);
+        #[rustfmt::skip]
+        let cases: Vec<Case> = vec![
             ("same identity", p(ident(7, 70)), vec![(7, O::Present(ident(7, 70)))], Alive),
             ("pid absent", p(ident(7, 70)), vec![(7, O::Absent)], ConfirmedDead),
             ("pid reused: other start ticks", p(ident(7, 70)), vec![(7, O::Present(ident(7, 71)))], ConfirmedDead),

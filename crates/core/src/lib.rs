@@ -19,4 +19,4 @@ pub use model::{
     OwnerMarker, ProcessIdentity, Runtime, RuntimeKind, Secret, Session, SessionId, SessionState,
     TmuxHandle,
 };
-pub use report::{Count, Pass, PassReport, Report, Warning, WarningCode, MAX_WARNINGS};
+pub use report::{Count, MAX_WARNINGS, Pass, PassReport, Report, Warning, WarningCode};

@@ -208,7 +208,9 @@ pub enum Runtime {
     /// A local process; `None` when no pid was ever recorded.
     Process(Option<ProcessIdentity>),
     /// Runs elsewhere (ssh, container): never probed, never touched.
-    Remote { host: String },
+    Remote {
+        host: String,
+    },
     /// The stored handle could not be decoded. Nothing about it is proof of anything.
     Unreadable(RuntimeKind),
 }

@@ -166,7 +166,11 @@ impl fmt::Display for Report {
             self.duration_ms, self.child_processes
         )?;
         for p in &self.passes {
-            let probe = if p.probe_answered { "" } else { " (probe did not answer)" };
+            let probe = if p.probe_answered {
+                ""
+            } else {
+                " (probe did not answer)"
+            };
             writeln!(
                 f,
                 "  {:<8} {:>6} rows {:>6} ms {:>4} children{probe}",
@@ -232,6 +236,9 @@ mod tests {
         assert_eq!(r.counted(Evidence::Alive, Disposition::Adopt), 2);
         assert_eq!(r.actions(), 1);
         let json = serde_json::to_string(&r).unwrap();
-        assert!(json.contains(r#""evidence":"alive","disposition":"adopt","count":2"#), "{json}");
+        assert!(
+            json.contains(r#""evidence":"alive","disposition":"adopt","count":2"#),
+            "{json}"
+        );
     }
 }

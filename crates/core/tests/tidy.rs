@@ -35,12 +35,17 @@ fn core_source_names_no_io() {
             }
         }
     }
-    assert!(offences.is_empty(), "the core must stay pure:\n{}", offences.join("\n"));
+    assert!(
+        offences.is_empty(),
+        "the core must stay pure:\n{}",
+        offences.join("\n")
+    );
 }
 
 #[test]
 fn core_depends_on_nothing_that_does_io() {
-    let manifest = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    let manifest =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
     let deps = manifest
         .split("[dependencies]")
         .nth(1)
@@ -50,6 +55,9 @@ fn core_depends_on_nothing_that_does_io() {
         .unwrap();
     for line in deps.lines().filter(|l| !l.trim().is_empty()) {
         let name = line.split(['=', '.']).next().unwrap().trim();
-        assert!(ALLOWED_DEPENDENCIES.contains(&name), "core may not depend on {name}");
+        assert!(
+            ALLOWED_DEPENDENCIES.contains(&name),
+            "core may not depend on {name}"
+        );
     }
 }

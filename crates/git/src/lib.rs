@@ -42,6 +42,9 @@ pub enum Preserved {
     Saved { reference: String, commit: String },
     /// The worktree directory does not exist: there is nothing to capture.
     Missing,
+    /// The directory exists but never became a worktree (its creation was interrupted before
+    /// git wrote `.git`): nothing was ever checked out or committed there.
+    NotAWorktree,
 }
 
 /// git, run as a child process with a deadline.
@@ -78,7 +81,11 @@ impl Git {
     }
 
     fn run(&self, mut command: Command) -> Result<Output, Error> {
-        Ok(reconcile_proc::run(&mut command, self.timeout, &self.children)?)
+        Ok(reconcile_proc::run(
+            &mut command,
+            self.timeout,
+            &self.children,
+        )?)
     }
 
     /// Run and return trimmed stdout, or the error git printed.
@@ -115,7 +122,9 @@ impl Git {
         c.args(["rev-parse", "-q", "--verify", "HEAD^{commit}"]);
         let output = self.run(c)?;
         match output.status.code() {
-            Some(0) => Ok(Some(String::from_utf8_lossy(&output.stdout).trim().to_owned())),
+            Some(0) => Ok(Some(
+                String::from_utf8_lossy(&output.stdout).trim().to_owned(),
+            )),
             Some(1) => Ok(None),
             _ => Err(Error::Git {
                 action: "read HEAD",
@@ -138,7 +147,9 @@ impl Git {
             });
         }
         let mut c = self.command(repo);
-        c.args(["worktree", "add", "-q", "-b", branch]).arg(path).arg("HEAD");
+        c.args(["worktree", "add", "-q", "-b", branch])
+            .arg(path)
+            .arg("HEAD");
         self.ok(c, "create a worktree", repo)?;
         Ok(())
     }
@@ -155,6 +166,10 @@ impl Git {
                 });
             }
             Ok(_) => {}
+        }
+        if matches!(worktree.join(".git").symlink_metadata(), Err(e) if e.kind() == io::ErrorKind::NotFound)
+        {
+            return Ok(Preserved::NotAWorktree);
         }
         let head = self.head(worktree)?;
 
@@ -177,11 +192,17 @@ impl Git {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let _ = fs::remove_file(temp.path());
             }
-            Err(source) => return Err(Error::Io { path: index, source }),
+            Err(source) => {
+                return Err(Error::Io {
+                    path: index,
+                    source,
+                });
+            }
         }
 
         let mut c = self.command(worktree);
-        c.env("GIT_INDEX_FILE", temp.path()).args(["add", "-A", "--", "."]);
+        c.env("GIT_INDEX_FILE", temp.path())
+            .args(["add", "-A", "--", "."]);
         self.ok(c, "stage uncommitted work", worktree)?;
         let mut c = self.command(worktree);
         c.env("GIT_INDEX_FILE", temp.path()).arg("write-tree");

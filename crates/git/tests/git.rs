@@ -38,26 +38,51 @@ fn preserves_modified_staged_and_untracked_work_without_touching_the_worktree() 
     assert_eq!(reference, "refs/reconcile/preserved/s-1");
 
     // The ref holds every change, on top of HEAD; the ignored file is not in it.
-    assert_eq!(sh(&repo, &format!("git rev-parse {reference}")).trim(), commit);
-    assert_eq!(sh(&repo, &format!("git rev-parse {reference}^")), head_before);
-    assert_eq!(sh(&repo, &format!("git show {reference}:README")), "hello\nchanged\n");
-    assert_eq!(sh(&repo, &format!("git show {reference}:new.txt")), "untracked\n");
-    assert_eq!(sh(&repo, &format!("git show {reference}:staged.txt")), "staged\n");
+    assert_eq!(
+        sh(&repo, &format!("git rev-parse {reference}")).trim(),
+        commit
+    );
+    assert_eq!(
+        sh(&repo, &format!("git rev-parse {reference}^")),
+        head_before
+    );
+    assert_eq!(
+        sh(&repo, &format!("git show {reference}:README")),
+        "hello\nchanged\n"
+    );
+    assert_eq!(
+        sh(&repo, &format!("git show {reference}:new.txt")),
+        "untracked\n"
+    );
+    assert_eq!(
+        sh(&repo, &format!("git show {reference}:staged.txt")),
+        "staged\n"
+    );
     let files = sh(&repo, &format!("git ls-tree -r --name-only {reference}"));
-    assert!(!files.contains("debug.log") && !files.contains("src/lib.txt"), "{files}");
+    assert!(
+        !files.contains("debug.log") && !files.contains("src/lib.txt"),
+        "{files}"
+    );
 
     // The worktree, its index and HEAD are exactly as they were.
     assert_eq!(sh(&wt, "git status --porcelain"), status_before);
     assert_eq!(fs::read(index_path.trim()).unwrap(), index_before);
     assert_eq!(sh(&wt, "git rev-parse HEAD"), head_before);
-    assert_eq!(fs::read_to_string(wt.join("new.txt")).unwrap(), "untracked\n");
+    assert_eq!(
+        fs::read_to_string(wt.join("new.txt")).unwrap(),
+        "untracked\n"
+    );
     assert!(wt.join("debug.log").exists());
     // No temporary index is left behind.
     let git_dir = sh(&wt, "git rev-parse --path-format=absolute --git-dir");
     let leftovers: Vec<_> = fs::read_dir(git_dir.trim())
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("reconcile-preserve-"))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("reconcile-preserve-")
+        })
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 
@@ -75,7 +100,10 @@ fn preserves_modified_staged_and_untracked_work_without_touching_the_worktree() 
 fn a_missing_worktree_has_nothing_to_preserve() {
     let dir = tempfile::tempdir().unwrap();
     let git = Git::new(ChildCount::default());
-    assert_eq!(git.preserve(&dir.path().join("gone"), &id("s-2")).unwrap(), Preserved::Missing);
+    assert_eq!(
+        git.preserve(&dir.path().join("gone"), &id("s-2")).unwrap(),
+        Preserved::Missing
+    );
 }
 
 #[test]
@@ -84,13 +112,21 @@ fn worktrees_need_a_repository_with_commits_and_a_fresh_directory() {
     let git = Git::new(ChildCount::default());
     let plain = dir.path().join("plain");
     fs::create_dir(&plain).unwrap();
-    assert!(matches!(git.repository_root(&plain), Err(Error::NotARepository { .. })));
-    assert!(git.add_worktree(&plain, "b", &dir.path().join("w1")).is_err());
+    assert!(matches!(
+        git.repository_root(&plain),
+        Err(Error::NotARepository { .. })
+    ));
+    assert!(
+        git.add_worktree(&plain, "b", &dir.path().join("w1"))
+            .is_err()
+    );
 
     let empty = dir.path().join("empty");
     fs::create_dir(&empty).unwrap();
     sh(&empty, "git init -q");
-    let err = git.add_worktree(&empty, "b", &dir.path().join("w2")).unwrap_err();
+    let err = git
+        .add_worktree(&empty, "b", &dir.path().join("w2"))
+        .unwrap_err();
     assert!(matches!(err, Error::NoCommits { .. }), "{err}");
 
     let repo = repo(dir.path());
@@ -106,5 +142,8 @@ fn worktrees_need_a_repository_with_commits_and_a_fresh_directory() {
     git.add_worktree(&repo, "reconcile/s-3", &wt).unwrap();
     assert_eq!(sh(&wt, "git branch --show-current").trim(), "reconcile/s-3");
     // The branch exists: a second worktree on it is refused by git, and nothing is lost.
-    assert!(git.add_worktree(&repo, "reconcile/s-3", &dir.path().join("wt2")).is_err());
+    assert!(
+        git.add_worktree(&repo, "reconcile/s-3", &dir.path().join("wt2"))
+            .is_err()
+    );
 }

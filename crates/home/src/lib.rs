@@ -178,7 +178,14 @@ mod tests {
     #[test]
     fn reconcile_home_redirects_everything() {
         let h = home(&[(HOME_VAR, "/s"), ("XDG_DATA_HOME", "/x"), ("HOME", "/h")]).unwrap();
-        for p in [h.database(), h.run_file(), h.daemon_lock(), h.takeover_lock(), h.logs(), h.worktrees()] {
+        for p in [
+            h.database(),
+            h.run_file(),
+            h.daemon_lock(),
+            h.takeover_lock(),
+            h.logs(),
+            h.worktrees(),
+        ] {
             assert!(p.starts_with("/s"), "{}", p.display());
         }
         assert_eq!(h.run_file(), Path::new("/s/daemon.json"));
@@ -186,9 +193,20 @@ mod tests {
 
     #[test]
     fn falls_back_to_xdg_then_home() {
-        assert_eq!(home(&[("XDG_DATA_HOME", "/x"), ("HOME", "/h")]).unwrap().root(), Path::new("/x/reconcile"));
-        assert_eq!(home(&[("HOME", "/h")]).unwrap().root(), Path::new("/h/.local/share/reconcile"));
-        assert_eq!(home(&[(HOME_VAR, ""), ("HOME", "/h")]).unwrap().root(), Path::new("/h/.local/share/reconcile"));
+        assert_eq!(
+            home(&[("XDG_DATA_HOME", "/x"), ("HOME", "/h")])
+                .unwrap()
+                .root(),
+            Path::new("/x/reconcile")
+        );
+        assert_eq!(
+            home(&[("HOME", "/h")]).unwrap().root(),
+            Path::new("/h/.local/share/reconcile")
+        );
+        assert_eq!(
+            home(&[(HOME_VAR, ""), ("HOME", "/h")]).unwrap().root(),
+            Path::new("/h/.local/share/reconcile")
+        );
         assert!(matches!(home(&[]), Err(Error::NoHome)));
     }
 

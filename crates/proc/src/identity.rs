@@ -18,7 +18,9 @@ pub fn boot_id() -> Result<String, Error> {
     })?;
     let id = text.trim();
     if id.is_empty() {
-        return Err(Error::Parse { path: BOOT_ID.into() });
+        return Err(Error::Parse {
+            path: BOOT_ID.into(),
+        });
     }
     Ok(id.to_owned())
 }

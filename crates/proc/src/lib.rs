@@ -3,9 +3,11 @@
 
 mod identity;
 mod run;
+mod signal;
 
 pub use identity::{boot_id, identity, observe, owner_marker};
 pub use run::{ChildCount, run};
+pub use signal::{Stopped, stop_process};
 
 use std::io;
 use std::path::PathBuf;
@@ -21,6 +23,10 @@ pub enum Error {
     Timeout { program: String, after: Duration },
     #[error("cannot read {path}: {source}")]
     Read { path: PathBuf, source: io::Error },
+    #[error("cannot signal process {pid}: {source}")]
+    Signal { pid: u32, source: io::Error },
+    #[error("process {pid} was still running after SIGKILL")]
+    Survived { pid: u32 },
     #[error("{path} has a format this build does not understand")]
     Parse { path: PathBuf },
 }

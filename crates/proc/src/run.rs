@@ -32,7 +32,11 @@ impl ChildCount {
 ///
 /// Exit is awaited through a pidfd; output left in a pipe held open by a grandchild that
 /// outlives the child does not keep this waiting.
-pub fn run(command: &mut Command, timeout: Duration, children: &ChildCount) -> Result<Output, Error> {
+pub fn run(
+    command: &mut Command,
+    timeout: Duration,
+    children: &ChildCount,
+) -> Result<Output, Error> {
     let program = command.get_program().to_string_lossy().into_owned();
     command
         .stdin(Stdio::null())
@@ -138,7 +142,12 @@ mod tests {
     #[test]
     fn captures_output_and_status() {
         let count = ChildCount::default();
-        let out = run(&mut sh("echo out; echo err >&2; exit 3"), Duration::from_secs(30), &count).unwrap();
+        let out = run(
+            &mut sh("echo out; echo err >&2; exit 3"),
+            Duration::from_secs(30),
+            &count,
+        )
+        .unwrap();
         assert_eq!(out.stdout, b"out\n");
         assert_eq!(out.stderr, b"err\n");
         assert_eq!(out.status.code(), Some(3));
@@ -147,7 +156,12 @@ mod tests {
 
     #[test]
     fn large_output_does_not_deadlock() {
-        let out = run(&mut sh("head -c 1000000 /dev/zero"), Duration::from_secs(30), &ChildCount::default()).unwrap();
+        let out = run(
+            &mut sh("head -c 1000000 /dev/zero"),
+            Duration::from_secs(30),
+            &ChildCount::default(),
+        )
+        .unwrap();
         assert_eq!(out.stdout.len(), 1_000_000);
     }
 
@@ -162,14 +176,24 @@ mod tests {
     #[test]
     fn a_grandchild_holding_the_pipe_does_not_block() {
         // The grandchild keeps stdout open for 30 s; the child exits at once.
-        let out = run(&mut sh("sleep 30 & echo done"), Duration::from_secs(20), &ChildCount::default()).unwrap();
+        let out = run(
+            &mut sh("sleep 30 & echo done"),
+            Duration::from_secs(20),
+            &ChildCount::default(),
+        )
+        .unwrap();
         assert_eq!(out.stdout, b"done\n");
     }
 
     #[test]
     fn a_missing_program_is_a_spawn_error() {
         let count = ChildCount::default();
-        let err = run(&mut Command::new("/nonexistent/prog"), Duration::from_secs(1), &count).unwrap_err();
+        let err = run(
+            &mut Command::new("/nonexistent/prog"),
+            Duration::from_secs(1),
+            &count,
+        )
+        .unwrap_err();
         assert!(matches!(err, Error::Spawn { .. }));
         assert_eq!(count.get(), 0);
     }

@@ -67,7 +67,8 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX
             | OpenFlags::SQLITE_OPEN_URI;
         let mut conn = Connection::open_with_flags(path, flags).map_err(open_error)?;
-        conn.busy_timeout(Duration::from_secs(5)).map_err(open_error)?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(open_error)?;
         // The first statements that read the file: a file that is not a database fails here.
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(open_error)?;
@@ -116,7 +117,11 @@ impl Store {
     /// The id of this state directory: created once with the database, stable across restarts.
     pub fn instance_id(&self) -> Result<String, Error> {
         self.conn
-            .query_row("SELECT value FROM meta WHERE key = 'instance_id'", [], |r| r.get(0))
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'instance_id'",
+                [],
+                |r| r.get(0),
+            )
             .map_err(self.query_error())
     }
 
@@ -196,7 +201,12 @@ impl Store {
     }
 
     /// `spawning` or `saved` → `running`, with the handle of the runtime that now runs it.
-    pub fn mark_running(&self, id: &SessionId, runtime: &Runtime, now_ms: i64) -> Result<(), Error> {
+    pub fn mark_running(
+        &self,
+        id: &SessionId,
+        runtime: &Runtime,
+        now_ms: i64,
+    ) -> Result<(), Error> {
         let (kind, handle) = rows::encode_runtime(runtime);
         let changed = self
             .conn
@@ -256,7 +266,12 @@ impl Store {
         }
     }
 
-    fn transition(&self, id: &SessionId, changed: usize, expected: &'static str) -> Result<(), Error> {
+    fn transition(
+        &self,
+        id: &SessionId,
+        changed: usize,
+        expected: &'static str,
+    ) -> Result<(), Error> {
         if changed == 1 {
             return Ok(());
         }
@@ -271,13 +286,18 @@ impl Store {
     }
 
     /// Run `f` in one transaction: all of its changes land, or none.
-    pub fn transaction<T>(&mut self, f: impl FnOnce(&Store) -> Result<T, Error>) -> Result<T, Error> {
+    pub fn transaction<T>(
+        &mut self,
+        f: impl FnOnce(&Store) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         self.conn
             .execute_batch("BEGIN IMMEDIATE")
             .map_err(self.query_error())?;
         match f(self) {
             Ok(value) => {
-                self.conn.execute_batch("COMMIT").map_err(self.query_error())?;
+                self.conn
+                    .execute_batch("COMMIT")
+                    .map_err(self.query_error())?;
                 Ok(value)
             }
             Err(e) => {

@@ -12,7 +12,10 @@ pub fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_millis(1);
     while !done() {
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         // Back off between polls; this is polling with a deadline, not waiting a fixed time.
         std::thread::park_timeout(pause);
         pause = (pause * 2).min(Duration::from_millis(50));

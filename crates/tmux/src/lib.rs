@@ -31,10 +31,15 @@ pub enum Error {
     #[error(transparent)]
     Run(#[from] reconcile_proc::Error),
     #[error("tmux refused to {action}: {message}")]
-    Refused { action: &'static str, message: String },
+    Refused {
+        action: &'static str,
+        message: String,
+    },
     #[error("a tmux session named {name} already exists")]
     DuplicateSession { name: String },
-    #[error("session {name} has no recorded tmux id and server; it is not destroyed on its name alone")]
+    #[error(
+        "session {name} has no recorded tmux id and server; it is not destroyed on its name alone"
+    )]
     Unrecorded { name: String },
     #[error("tmux printed output this build does not understand while trying to {action}")]
     Unparsable { action: &'static str },
@@ -68,7 +73,11 @@ pub struct Tmux {
 }
 
 impl Tmux {
-    pub fn new(socket: impl Into<String>, boot_id: impl Into<String>, children: ChildCount) -> Tmux {
+    pub fn new(
+        socket: impl Into<String>,
+        boot_id: impl Into<String>,
+        children: ChildCount,
+    ) -> Tmux {
         Tmux {
             socket: socket.into(),
             boot_id: boot_id.into(),
@@ -97,7 +106,11 @@ impl Tmux {
     }
 
     fn run(&self, mut command: Command) -> Result<Output, Error> {
-        Ok(reconcile_proc::run(&mut command, self.timeout, &self.children)?)
+        Ok(reconcile_proc::run(
+            &mut command,
+            self.timeout,
+            &self.children,
+        )?)
     }
 
     /// Every session on the server, in one tmux call plus reads of `/proc`.
@@ -129,9 +142,7 @@ impl Tmux {
     }
 
     fn listing(&self, rows: Vec<PaneRow>) -> TmuxListing {
-        let server = rows
-            .first()
-            .and_then(|r| self.identity(r.server_pid));
+        let server = rows.first().and_then(|r| self.identity(r.server_pid));
         let mut sessions: Vec<TmuxSession> = Vec::new();
         for row in rows {
             // list-panes -a lists a session's panes together, its first pane first.
@@ -160,14 +171,26 @@ impl Tmux {
         if let Some(token) = spec.resume_token {
             c.env(RESUME_TOKEN_VAR, token.expose());
         }
-        c.args(["set-option", "-g", "update-environment", UPDATE_ENVIRONMENT, ";"])
-            .args(["new-session", "-d", "-P", "-F", "#{pid}\t#{session_id}\t#{pane_pid}"])
-            .args(["-s", spec.name, "-c"])
-            .arg(spec.dir)
-            .arg("--")
-            .args(spec.command)
-            .args([";", "set-environment", "-g", "-u", OwnerMarker::VAR])
-            .args([";", "set-environment", "-g", "-u", RESUME_TOKEN_VAR]);
+        c.args([
+            "set-option",
+            "-g",
+            "update-environment",
+            UPDATE_ENVIRONMENT,
+            ";",
+        ])
+        .args([
+            "new-session",
+            "-d",
+            "-P",
+            "-F",
+            "#{pid}\t#{session_id}\t#{pane_pid}",
+        ])
+        .args(["-s", spec.name, "-c"])
+        .arg(spec.dir)
+        .arg("--")
+        .args(spec.command)
+        .args([";", "set-environment", "-g", "-u", OwnerMarker::VAR])
+        .args([";", "set-environment", "-g", "-u", RESUME_TOKEN_VAR]);
         let output = self.run(c)?;
         if !output.status.success() {
             let message = String::from_utf8_lossy(&output.stderr).trim().to_owned();
@@ -186,9 +209,18 @@ impl Tmux {
         let unparsable = || Error::Unparsable {
             action: "create a session",
         };
-        let server_pid: u32 = fields.next().and_then(|f| f.parse().ok()).ok_or_else(unparsable)?;
-        let id = fields.next().filter(|f| f.starts_with('$')).ok_or_else(unparsable)?;
-        let pane_pid: u32 = fields.next().and_then(|f| f.parse().ok()).ok_or_else(unparsable)?;
+        let server_pid: u32 = fields
+            .next()
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(unparsable)?;
+        let id = fields
+            .next()
+            .filter(|f| f.starts_with('$'))
+            .ok_or_else(unparsable)?;
+        let pane_pid: u32 = fields
+            .next()
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(unparsable)?;
         Ok(TmuxHandle {
             name: spec.name.to_owned(),
             id: Some(id.to_owned()),
@@ -256,7 +288,8 @@ impl Tmux {
 /// Whether tmux said unambiguously that no server runs on the socket.
 fn says_no_server(stderr: &str) -> bool {
     stderr.starts_with("no server running on")
-        || (stderr.starts_with("error connecting to") && stderr.contains("(No such file or directory)"))
+        || (stderr.starts_with("error connecting to")
+            && stderr.contains("(No such file or directory)"))
 }
 
 #[derive(Debug, PartialEq)]
@@ -293,7 +326,9 @@ mod tests {
 
     #[test]
     fn parses_listings() {
-        let rows = parse_listing("10\t$0\t11\trc-a\n10\t$0\t12\trc-a\n10\t$1\t13\tname\twith tab\n").unwrap();
+        let rows =
+            parse_listing("10\t$0\t11\trc-a\n10\t$0\t12\trc-a\n10\t$1\t13\tname\twith tab\n")
+                .unwrap();
         assert_eq!(rows.len(), 3);
         assert_eq!(rows[2].name, "name\twith tab");
         assert_eq!(parse_listing("").unwrap(), vec![]);
@@ -304,8 +339,14 @@ mod tests {
     #[test]
     fn recognises_no_server() {
         assert!(says_no_server("no server running on /tmp/tmux-0/x\n"));
-        assert!(says_no_server("error connecting to /tmp/tmux-0/x (No such file or directory)\n"));
-        assert!(!says_no_server("error connecting to /tmp/tmux-0/x (Permission denied)\n"));
-        assert!(!says_no_server("directory /tmp/tmux-0 has unsafe permissions\n"));
+        assert!(says_no_server(
+            "error connecting to /tmp/tmux-0/x (No such file or directory)\n"
+        ));
+        assert!(!says_no_server(
+            "error connecting to /tmp/tmux-0/x (Permission denied)\n"
+        ));
+        assert!(!says_no_server(
+            "directory /tmp/tmux-0 has unsafe permissions\n"
+        ));
     }
 }

@@ -52,7 +52,10 @@ fn create_probe_destroy() {
     assert_eq!(s.tmux.probe(), TmuxProbe::NoServer);
 
     let out = s.dir.path().join("env");
-    let script = format!("env > {}.tmp && mv {0}.tmp {0}; exec sleep 600", out.display());
+    let script = format!(
+        "env > {}.tmp && mv {0}.tmp {0}; exec sleep 600",
+        out.display()
+    );
     let command = vec!["sh".to_owned(), "-c".to_owned(), script];
     let token = Secret::new("tok-create-probe".into());
     let m = marker("s-1");
@@ -71,8 +74,14 @@ fn create_probe_destroy() {
     wait_for("the command's environment", || out.exists());
     let env = fs::read_to_string(&out).unwrap();
     assert!(env.contains("RECONCILE_OWNER=inst/s-1\n"), "{env}");
-    assert!(env.contains("RECONCILE_RESUME_TOKEN=tok-create-probe\n"), "{env}");
-    assert!(env.contains(&format!("PWD={}\n", s.dir.path().display())), "{env}");
+    assert!(
+        env.contains("RECONCILE_RESUME_TOKEN=tok-create-probe\n"),
+        "{env}"
+    );
+    assert!(
+        env.contains(&format!("PWD={}\n", s.dir.path().display())),
+        "{env}"
+    );
 
     // The server's global environment keeps neither.
     let global = Command::new("tmux")
@@ -80,7 +89,10 @@ fn create_probe_destroy() {
         .output()
         .unwrap();
     let global = String::from_utf8_lossy(&global.stdout);
-    assert!(!global.contains("tok-create-probe") && !global.contains("RECONCILE_OWNER="), "{global}");
+    assert!(
+        !global.contains("tok-create-probe") && !global.contains("RECONCILE_OWNER="),
+        "{global}"
+    );
 
     let TmuxProbe::Listing(listing) = s.tmux.probe() else {
         panic!("expected a listing");
@@ -109,24 +121,42 @@ fn a_taken_name_is_a_typed_error_and_ids_tell_sessions_apart() {
         resume_token: None,
     };
     let first = s.tmux.create(&spec).unwrap();
-    assert!(matches!(s.tmux.create(&spec), Err(Error::DuplicateSession { .. })));
+    assert!(matches!(
+        s.tmux.create(&spec),
+        Err(Error::DuplicateSession { .. })
+    ));
 
     // Destroy, then reuse the name: the old handle does not reach the new session.
     s.tmux.destroy(&first).unwrap();
-    let keep = s.tmux.create(&Create { name: "keeper", ..spec }).unwrap();
+    let keep = s
+        .tmux
+        .create(&Create {
+            name: "keeper",
+            ..spec
+        })
+        .unwrap();
     let second = s.tmux.create(&spec).unwrap();
     assert_ne!(first.id, second.id);
     assert_eq!(s.tmux.destroy(&first).unwrap(), Destroyed::NotFound);
     let TmuxProbe::Listing(listing) = s.tmux.probe() else {
         panic!("expected a listing");
     };
-    assert!(listing.session("rc-s-2").is_some(), "the new session must survive");
+    assert!(
+        listing.session("rc-s-2").is_some(),
+        "the new session must survive"
+    );
 
     // Same server and id, another name: tmux checks inside the server and kills nothing.
-    let impostor = reconcile_core::TmuxHandle { name: "rc-other".into(), ..keep.clone() };
+    let impostor = reconcile_core::TmuxHandle {
+        name: "rc-other".into(),
+        ..keep.clone()
+    };
     assert_eq!(s.tmux.destroy(&impostor).unwrap(), Destroyed::NotFound);
     let unrecorded = reconcile_core::TmuxHandle::intent("keeper".into());
-    assert!(matches!(s.tmux.destroy(&unrecorded), Err(Error::Unrecorded { .. })));
+    assert!(matches!(
+        s.tmux.destroy(&unrecorded),
+        Err(Error::Unrecorded { .. })
+    ));
     let TmuxProbe::Listing(listing) = s.tmux.probe() else {
         panic!("expected a listing");
     };
@@ -138,17 +168,32 @@ fn a_taken_name_is_a_typed_error_and_ids_tell_sessions_apart() {
 fn a_session_without_a_token_gets_none() {
     let s = Server::new("notok");
     let out = s.dir.path().join("env");
-    let script = format!("env > {}.tmp && mv {0}.tmp {0}; exec sleep 600", out.display());
+    let script = format!(
+        "env > {}.tmp && mv {0}.tmp {0}; exec sleep 600",
+        out.display()
+    );
     let command = vec!["sh".to_owned(), "-c".to_owned(), script];
     // A first session with a token, then one without: the second must not inherit it.
     let with = vec!["sleep".to_owned(), "600".to_owned()];
     let (m1, m2) = (marker("s-a"), marker("s-b"));
     let token = Secret::new("tok-first".into());
     s.tmux
-        .create(&Create { name: "a", dir: s.dir.path(), command: &with, marker: &m1, resume_token: Some(&token) })
+        .create(&Create {
+            name: "a",
+            dir: s.dir.path(),
+            command: &with,
+            marker: &m1,
+            resume_token: Some(&token),
+        })
         .unwrap();
     s.tmux
-        .create(&Create { name: "b", dir: s.dir.path(), command: &command, marker: &m2, resume_token: None })
+        .create(&Create {
+            name: "b",
+            dir: s.dir.path(),
+            command: &command,
+            marker: &m2,
+            resume_token: None,
+        })
         .unwrap();
     wait_for("the command's environment", || out.exists());
     let env = fs::read_to_string(&out).unwrap();
@@ -163,14 +208,32 @@ fn a_stopped_server_is_unknown_not_dead() {
     let command = vec!["sleep".to_owned(), "600".to_owned()];
     let m = marker("s-3");
     let handle = tmux
-        .create(&Create { name: "rc-s-3", dir: s.dir.path(), command: &command, marker: &m, resume_token: None })
+        .create(&Create {
+            name: "rc-s-3",
+            dir: s.dir.path(),
+            command: &command,
+            marker: &m,
+            resume_token: None,
+        })
         .unwrap();
     let server = handle.server.clone().unwrap().pid.to_string();
     // The test's own server, identified by the pid it reported for our private socket.
-    assert!(Command::new("kill").args(["-STOP", &server]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &server])
+            .status()
+            .unwrap()
+            .success()
+    );
     let probe = tmux.probe();
     let destroy = tmux.destroy(&handle);
-    assert!(Command::new("kill").args(["-CONT", &server]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &server])
+            .status()
+            .unwrap()
+            .success()
+    );
     assert_eq!(probe, TmuxProbe::Failed);
     assert!(matches!(destroy, Err(Error::Run(_))), "{destroy:?}");
 }
@@ -179,7 +242,11 @@ fn a_stopped_server_is_unknown_not_dead() {
 fn every_call_is_counted() {
     let count = ChildCount::default();
     let boot = reconcile_proc::boot_id().unwrap();
-    let tmux = Tmux::new(format!("rc-test-count-{}", std::process::id()), boot, count.clone());
+    let tmux = Tmux::new(
+        format!("rc-test-count-{}", std::process::id()),
+        boot,
+        count.clone(),
+    );
     tmux.probe();
     tmux.probe();
     assert_eq!(count.get(), 2);

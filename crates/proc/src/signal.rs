@@ -1,0 +1,162 @@
+//! Stopping a process proven to be the one recorded: through a pidfd, after re-reading its
+//! identity, never by pid alone.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use reconcile_core::ProcessIdentity;
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::fd::OwnedFd;
+use rustix::io::Errno;
+use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
+
+use crate::{Error, identity};
+
+/// What stopping found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// It was ours, it was signalled, and it exited.
+    Exited,
+    /// It was already gone, or its pid now belongs to another process (which was not touched).
+    NotFound,
+}
+
+/// Stop the process `expected` names: SIGCONT and SIGTERM, up to `grace` for it to exit, then
+/// SIGKILL if it is still running. Every signal goes through a pidfd opened before the identity
+/// is re-checked, so a pid reused in between cannot be hit.
+pub fn stop_process(
+    boot_id: &str,
+    expected: &ProcessIdentity,
+    grace: Duration,
+) -> Result<Stopped, Error> {
+    if expected.boot_id != boot_id || expected.pid == 0 {
+        return Ok(Stopped::NotFound);
+    }
+    let Some(pid) = Pid::from_raw(expected.pid as i32) else {
+        return Ok(Stopped::NotFound);
+    };
+    let pidfd = match pidfd_open(pid, PidfdFlags::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::SRCH) => return Ok(Stopped::NotFound),
+        Err(e) => return Err(signal_error(expected, e)),
+    };
+    // The pidfd pins this process; if the identity matches now, the fd refers to it.
+    match identity(boot_id, expected.pid)? {
+        Some(now) if now == *expected => {}
+        _ => return Ok(Stopped::NotFound),
+    }
+    for signal in [Signal::CONT, Signal::TERM] {
+        match pidfd_send_signal(&pidfd, signal) {
+            Ok(()) => {}
+            Err(Errno::SRCH) => return Ok(Stopped::Exited),
+            Err(e) => return Err(signal_error(expected, e)),
+        }
+    }
+    if exited_within(&pidfd, grace).map_err(|e| signal_error(expected, e))? {
+        return Ok(Stopped::Exited);
+    }
+    match pidfd_send_signal(&pidfd, Signal::KILL) {
+        Ok(()) | Err(Errno::SRCH) => {}
+        Err(e) => return Err(signal_error(expected, e)),
+    }
+    if exited_within(&pidfd, Duration::from_secs(10)).map_err(|e| signal_error(expected, e))? {
+        Ok(Stopped::Exited)
+    } else {
+        Err(Error::Survived { pid: expected.pid })
+    }
+}
+
+/// Wait on the pidfd until the process exits or `timeout` passes.
+pub(crate) fn exited_within(pidfd: &OwnedFd, timeout: Duration) -> Result<bool, Errno> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let wait = Timespec {
+            tv_sec: remaining.as_secs() as _,
+            tv_nsec: remaining.subsec_nanos() as _,
+        };
+        let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+        match poll(&mut fds, Some(&wait)) {
+            Ok(_) if fds[0].revents().contains(PollFlags::IN) => return Ok(true),
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+        if remaining.is_zero() {
+            return Ok(false);
+        }
+    }
+}
+
+fn signal_error(expected: &ProcessIdentity, errno: Errno) -> Error {
+    Error::Signal {
+        pid: expected.pid,
+        source: io::Error::from(errno),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::*;
+
+    fn spawn(script: &str) -> std::process::Child {
+        Command::new("sh").args(["-c", script]).spawn().unwrap()
+    }
+
+    #[test]
+    fn stops_a_process_that_ignores_sigterm_and_leaves_a_mismatch_alone() {
+        let boot = crate::boot_id().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let mut stubborn = spawn(&format!(
+            "trap '' TERM; touch {}; while :; do sleep 1; done",
+            ready.display()
+        ));
+        reconcile_testkit::wait_for("the trap", std::time::Duration::from_secs(20), || {
+            ready.exists()
+        });
+        let mut other = spawn("exec sleep 600");
+        let stubborn_id = identity(&boot, stubborn.id()).unwrap().unwrap();
+        let other_id = identity(&boot, other.id()).unwrap().unwrap();
+
+        // Same pid, other start ticks: not ours any more. Nothing is signalled.
+        let stale = ProcessIdentity {
+            start_ticks: other_id.start_ticks + 1,
+            ..other_id.clone()
+        };
+        assert_eq!(
+            stop_process(&boot, &stale, Duration::from_millis(100)).unwrap(),
+            Stopped::NotFound
+        );
+        let stale_boot = ProcessIdentity {
+            boot_id: "another-boot".into(),
+            ..other_id.clone()
+        };
+        assert_eq!(
+            stop_process(&boot, &stale_boot, Duration::from_millis(100)).unwrap(),
+            Stopped::NotFound
+        );
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "the mismatched process must live"
+        );
+
+        let stopped = stop_process(&boot, &stubborn_id, Duration::from_millis(300)).unwrap();
+        assert_eq!(stopped, Stopped::Exited);
+        let status = stubborn.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "SIGTERM was ignored, so SIGKILL ended it"
+        );
+
+        other.kill().unwrap();
+        other.wait().unwrap();
+        assert_eq!(
+            stop_process(&boot, &other_id, Duration::from_millis(100)).unwrap(),
+            Stopped::NotFound
+        );
+    }
+}
