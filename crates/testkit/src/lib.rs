@@ -82,6 +82,42 @@ impl TmuxSocket {
             .unwrap()
     }
 
+    /// Stop the server and wait until tmux says unambiguously that none runs. A client that
+    /// connects while a server is exiting gets neither a listing nor "no server".
+    pub fn kill_server(&self) {
+        self.tmux(&["kill-server"]);
+        self.wait_settled(|_| false);
+    }
+
+    /// Kill one session and wait until the server lists the rest (or has exited).
+    pub fn kill_session(&self, name: &str) {
+        let out = self.tmux(&["kill-session", "-t", &format!("={name}")]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.wait_settled(|names| !names.iter().any(|n| n == name));
+    }
+
+    /// Poll until tmux answers cleanly: a listing that satisfies `done`, or no server at all.
+    fn wait_settled(&self, done: impl Fn(&[String]) -> bool) {
+        wait_for("tmux to settle", Duration::from_secs(20), || {
+            let out = self.tmux(&["list-sessions", "-F", "#{session_name}"]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if out.status.success() {
+                let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .map(str::to_owned)
+                    .collect();
+                done(&names)
+            } else {
+                stderr.starts_with("no server running")
+                    || stderr.contains("(No such file or directory)")
+            }
+        });
+    }
+
     /// Names of the sessions on this socket (empty when no server runs).
     pub fn sessions(&self) -> Vec<String> {
         let out = self.tmux(&["list-sessions", "-F", "#{session_name}"]);

@@ -2,32 +2,29 @@
 
 use std::fs;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reconcile_core::{Marker, OwnerMarker, Secret, SessionId, TmuxProbe};
 use reconcile_proc::ChildCount;
+use reconcile_testkit::TmuxSocket;
 use reconcile_tmux::{Create, Destroyed, Error, Tmux};
 
-/// A tmux server of this test's own; killed on drop, even when the test fails.
+/// A tmux server of this test's own (killed on drop through the socket guard).
 struct Server {
     tmux: Tmux,
+    socket: TmuxSocket,
     dir: tempfile::TempDir,
 }
 
 impl Server {
     fn new(tag: &str) -> Server {
-        let socket = format!("rc-test-{tag}-{}", std::process::id());
+        let socket = TmuxSocket::new(tag);
         let boot = reconcile_proc::boot_id().unwrap();
         Server {
-            tmux: Tmux::new(socket, boot, ChildCount::default()),
+            tmux: Tmux::new(socket.name.clone(), boot, ChildCount::default()),
+            socket,
             dir: tempfile::tempdir().unwrap(),
         }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.tmux.kill_server();
     }
 }
 
@@ -38,12 +35,8 @@ fn marker(session: &str) -> OwnerMarker {
     }
 }
 
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::yield_now();
-    }
+fn wait_for(what: &str, done: impl FnMut() -> bool) {
+    reconcile_testkit::wait_for(what, Duration::from_secs(20), done);
 }
 
 #[test]
@@ -105,6 +98,8 @@ fn create_probe_destroy() {
 
     assert_eq!(s.tmux.destroy(&handle).unwrap(), Destroyed::Destroyed);
     assert_eq!(s.tmux.destroy(&handle).unwrap(), Destroyed::NotFound);
+    // The last session is gone, so the server exits; once it has, tmux says so.
+    s.socket.kill_server();
     assert_eq!(s.tmux.probe(), TmuxProbe::NoServer);
 }
 
@@ -128,6 +123,7 @@ fn a_taken_name_is_a_typed_error_and_ids_tell_sessions_apart() {
 
     // Destroy, then reuse the name: the old handle does not reach the new session.
     s.tmux.destroy(&first).unwrap();
+    s.socket.kill_server();
     let keep = s
         .tmux
         .create(&Create {

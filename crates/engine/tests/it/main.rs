@@ -5,4 +5,3 @@ mod crash;
 mod fixture;
 mod reconcile;
 mod scale;
-mod secrets;

@@ -221,7 +221,7 @@ fn with_tmux_unreachable_rows_are_preserved_and_counted_unknown() {
 fn with_no_tmux_server_running_sessions_are_confirmed_dead() {
     let f = Fixture::new("noserver");
     let s = f.start("exec sleep 600", None);
-    f.socket.tmux(&["kill-server"]);
+    f.socket.kill_server();
     let report = f.reconcile();
     assert_eq!(
         report.counted(E::ConfirmedDead, D::PreserveAndTerminate),

@@ -1,5 +1,12 @@
 //! A planted resume token reaches the session's command and nothing else: no log line, report,
 //! error string or debug output, on every path including failures.
+//!
+//! Its own test binary with one test, so the subscriber can be the global default: a scoped one
+//! can miss events whose callsites other test threads registered first.
+
+#[allow(dead_code)]
+#[path = "it/fixture.rs"]
+mod fixture;
 
 use std::fs;
 use std::io::Write;
@@ -9,7 +16,7 @@ use reconcile_core::Secret;
 use reconcile_engine::{NewSessionRequest, create_session};
 use reconcile_testkit::wait_for;
 
-use crate::fixture::{Fixture, LONG};
+use fixture::{Fixture, LONG};
 
 const TOKEN: &str = "PLANTED-TOKEN-7f3a9c21e5";
 
@@ -35,8 +42,9 @@ fn the_resume_token_appears_nowhere_but_in_the_command() {
         .with_max_level(tracing::Level::TRACE)
         .with_writer(move || writer.clone())
         .finish();
+    tracing::subscriber::set_global_default(subscriber).unwrap();
     let mut seen = String::new();
-    let got = tracing::subscriber::with_default(subscriber, || exercise(&mut seen));
+    let got = exercise(&mut seen);
 
     assert_eq!(got, TOKEN, "the command must receive the token");
     let logs = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
