@@ -8,11 +8,12 @@
 mod failpoint;
 mod host;
 mod reconcile;
+mod runtime;
 mod session;
 
 pub use host::Host;
-pub use reconcile::reconcile;
-pub use session::{NewSessionRequest, create_session};
+pub use reconcile::{reconcile, sweep};
+pub use session::{NewSessionRequest, create_session, save_all, stop_session};
 
 use std::path::PathBuf;
 
@@ -34,6 +35,18 @@ pub enum Error {
     CommandNotFound { program: String },
     #[error("the repository path {path} does not exist")]
     NoSuchRepository { path: PathBuf },
+    #[error("no session {id}")]
+    NoSuchSession { id: reconcile_core::SessionId },
+    #[error("session {id} is {state}; only a running session can be stopped")]
+    CannotStop {
+        id: reconcile_core::SessionId,
+        state: reconcile_core::SessionState,
+    },
+    #[error("session {id} could not be stopped: {message}")]
+    StopFailed {
+        id: reconcile_core::SessionId,
+        message: String,
+    },
     #[error("cannot create a session id: {source}")]
     Random { source: getrandom::Error },
 }

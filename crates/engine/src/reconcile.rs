@@ -1,36 +1,43 @@
 //! The boot reconcile: the live, reap and restore passes, each with one batched probe.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use reconcile_core::{
     Disposition, Evidence, OwnerMarker, Pass, PassReport, ProcessObservation, Report, Runtime,
     Session, SessionState, Snapshot, StopOutcome, TmuxHandle, TmuxListing, TmuxProbe, Warning,
     WarningCode, classify, evidence,
 };
-use reconcile_git::Preserved;
 use reconcile_store::Store;
-use reconcile_tmux::{Create, Destroyed};
+use reconcile_tmux::Create;
 
+use crate::Error;
 use crate::failpoint;
 use crate::host::{Host, now_ms};
-
-/// How long a leaked local process gets between SIGTERM and SIGKILL.
-const PROCESS_GRACE: Duration = Duration::from_secs(5);
+use crate::runtime::{self, recorded};
+use crate::session;
 
 /// Reconcile the store against reality: adopt what survived, preserve and end what died, reap
 /// what leaked, restore what a clean shutdown saved. A failure on one row is recorded in the
 /// report and skipped; nothing here returns early.
 pub fn reconcile(store: &Store, host: &Host) -> Report {
+    passes(store, host, &[Pass::Live, Pass::Reap, Pass::Restore])
+}
+
+/// The periodic sweep while the daemon runs: the live and reap passes, never a restore (a
+/// running daemon starts no agent it was not asked to).
+pub fn sweep(store: &Store, host: &Host) -> Report {
+    passes(store, host, &[Pass::Live, Pass::Reap])
+}
+
+fn passes(store: &Store, host: &Host, passes: &[Pass]) -> Report {
     let mut report = Report::default();
-    for (pass, states) in [
-        (
-            Pass::Live,
-            &[SessionState::Running, SessionState::Spawning][..],
-        ),
-        (Pass::Reap, &[SessionState::Terminated][..]),
-        (Pass::Restore, &[SessionState::Saved][..]),
-    ] {
+    for &pass in passes {
+        let states: &[SessionState] = match pass {
+            Pass::Live => &[SessionState::Running, SessionState::Spawning],
+            Pass::Reap => &[SessionState::Terminated],
+            Pass::Restore => &[SessionState::Saved],
+        };
         run_pass(store, host, &mut report, pass, states);
     }
     tracing::info!(
@@ -174,42 +181,20 @@ fn warning(
     }
 }
 
-/// The runtime as it should be recorded: a tmux handle that only named its session gets the
-/// id, server and pane the probe saw (the evidence already proved it ours by its marker).
-fn recorded(runtime: &Runtime, tmux: &TmuxProbe) -> Runtime {
-    match (runtime, tmux) {
-        (Runtime::Tmux(handle), TmuxProbe::Listing(listing)) if !handle.is_recorded() => {
-            match listing.session(&handle.name) {
-                Some(found) => Runtime::Tmux(TmuxHandle {
-                    name: handle.name.clone(),
-                    id: Some(found.id.clone()),
-                    server: listing.server.clone(),
-                    pane: found.pane.clone(),
-                }),
-                None => runtime.clone(),
-            }
-        }
-        _ => runtime.clone(),
-    }
-}
-
-/// Capture uncommitted work, then mark the row terminated. If the capture fails the row is
-/// left exactly as it was: nothing is terminated without its work saved.
+/// Capture uncommitted work, then mark the row terminated; a failed capture leaves the row as
+/// it was.
 fn preserve_and_terminate(
     cx: &PassContext<'_>,
     row: &Session,
     reason: &str,
 ) -> Result<(), Warning> {
-    failpoint::hit("live.before_preserve");
-    let reference = match cx.host.git.preserve(&row.worktree, &row.id) {
-        Ok(Preserved::Saved { reference, .. }) => Some(reference),
-        Ok(Preserved::Clean | Preserved::Missing | Preserved::NotAWorktree) => None,
-        Err(e) => return Err(warning(cx, row, WarningCode::PreserveFailed, e)),
-    };
-    failpoint::hit("live.after_preserve");
-    cx.store
-        .terminate(&row.id, reason, reference.as_deref(), now_ms())
-        .map_err(|e| warning(cx, row, WarningCode::StoreFailed, e))
+    session::preserve_and_terminate(cx.store, cx.host, row, reason).map_err(|e| {
+        let code = match e {
+            Error::Git(_) => WarningCode::PreserveFailed,
+            _ => WarningCode::StoreFailed,
+        };
+        warning(cx, row, code, e)
+    })
 }
 
 /// Destroy the leaked runtime of a terminated row, then classify what the stop returned.
@@ -218,31 +203,17 @@ fn reap(
     row: &Session,
     seen: Evidence,
 ) -> Result<(Evidence, Disposition), Warning> {
-    let stopped = match recorded(&row.runtime, cx.tmux) {
-        Runtime::Tmux(handle) => cx
-            .host
-            .tmux
-            .destroy(&handle)
-            .map(|d| d == Destroyed::Destroyed)
-            .map_err(|e| e.to_string()),
-        Runtime::Process(Some(identity)) => {
-            reconcile_proc::stop_process(&cx.host.boot_id, &identity, PROCESS_GRACE)
-                .map(|s| s == reconcile_proc::Stopped::Exited)
-                .map_err(|e| e.to_string())
-        }
-        Runtime::Process(None) | Runtime::Remote { .. } | Runtime::Unreadable(_) => {
-            Err("nothing recorded to stop".to_owned())
-        }
-    };
+    let (outcome, error) = runtime::stop(cx.host, &recorded(&row.runtime, cx.tmux));
     failpoint::hit("reap.after_destroy");
-    let (seen, outcome) = match &stopped {
-        Ok(true) => (seen, StopOutcome::Stopped),
-        // A typed not-found is itself confirmed death: the server answered without it.
-        Ok(false) => (Evidence::ConfirmedDead, StopOutcome::NotFound),
-        Err(_) => (seen, StopOutcome::Failed),
+    // A typed not-found is itself confirmed death: the server answered without it.
+    let seen = if outcome == StopOutcome::NotFound {
+        Evidence::ConfirmedDead
+    } else {
+        seen
     };
     let done = classify(row.state, seen, Some(outcome));
-    if let (Disposition::PreserveWithWarning, Err(message)) = (done, stopped) {
+    if done == Disposition::PreserveWithWarning {
+        let message = error.unwrap_or_else(|| "the runtime could not be stopped".to_owned());
         return Err(warning(cx, row, WarningCode::StopFailed, message));
     }
     Ok((seen, done))

@@ -1,16 +1,22 @@
-//! The session lifecycle: create (row first, then worktree, then tmux, then running).
+//! The session lifecycle: create (row first, then worktree, then tmux, then running), stop
+//! (runtime, then work, then row), and saving every session for a clean shutdown.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use reconcile_core::{OwnerMarker, Runtime, Secret, Session, SessionId, TmuxHandle};
+use reconcile_core::{
+    Disposition, Evidence, OwnerMarker, Runtime, Secret, Session, SessionId, SessionState,
+    StopOutcome, TmuxHandle, classify, evidence,
+};
+use reconcile_git::Preserved;
 use reconcile_store::{NewSession, Store};
 use reconcile_tmux::Create;
 
 use crate::Error;
 use crate::failpoint;
 use crate::host::{Host, now_ms};
+use crate::runtime;
 
 /// What a caller asks for when starting a session.
 #[derive(Clone, Debug)]
@@ -99,6 +105,116 @@ pub fn create_session(
     Ok(store
         .get(&id)?
         .ok_or(reconcile_store::Error::NotFound { id })?)
+}
+
+/// Stop a session: destroy its runtime, capture its uncommitted work, mark it terminated. The
+/// worktree stays. Stopping a terminated session returns it as it is.
+pub fn stop_session(store: &Store, host: &Host, id: &SessionId) -> Result<Session, Error> {
+    let session = store
+        .get(id)?
+        .ok_or_else(|| Error::NoSuchSession { id: id.clone() })?;
+    match session.state {
+        SessionState::Terminated => return Ok(session),
+        SessionState::Running => {}
+        state @ (SessionState::Spawning | SessionState::Saved) => {
+            return Err(Error::CannotStop {
+                id: id.clone(),
+                state,
+            });
+        }
+    }
+    let runtime = complete(host, &session);
+    let (outcome, error) = runtime::stop(host, &runtime);
+    let seen = match outcome {
+        StopOutcome::Stopped => Evidence::Alive,
+        StopOutcome::NotFound => Evidence::ConfirmedDead,
+        StopOutcome::Failed => Evidence::Unknown,
+    };
+    match classify(session.state, seen, Some(outcome)) {
+        Disposition::PreserveAndTerminate => {
+            preserve_and_terminate(store, host, &session, "stopped")?
+        }
+        Disposition::RepairRow => {
+            preserve_and_terminate(store, host, &session, "its runtime had already ended")?
+        }
+        _ => {
+            return Err(Error::StopFailed {
+                id: id.clone(),
+                message: error.unwrap_or_default(),
+            });
+        }
+    }
+    tracing::info!(session = %id, outcome = outcome.as_str(), "session stopped");
+    store
+        .get(id)?
+        .ok_or_else(|| Error::NoSuchSession { id: id.clone() })
+}
+
+/// Save every running session for restore at the next boot and tear it down (a clean shutdown
+/// with "stop sessions"). Returns the sessions that could not be torn down, with why; they stay
+/// saved, and the next boot adopts them if they still run.
+pub fn save_all(store: &Store, host: &Host) -> Result<Vec<(SessionId, String)>, Error> {
+    let mut failed = Vec::new();
+    for session in store.in_states(&[SessionState::Running])? {
+        let runtime = complete(host, &session);
+        store.mark_saved(&session.id, now_ms())?;
+        failpoint::hit("save.after_mark");
+        let (outcome, error) = runtime::stop(host, &runtime);
+        let seen = if outcome == StopOutcome::NotFound {
+            Evidence::ConfirmedDead
+        } else {
+            Evidence::Alive
+        };
+        if classify(SessionState::Saved, seen, Some(outcome)) == Disposition::PreserveWithWarning {
+            let message = error.unwrap_or_default();
+            tracing::warn!(session = %session.id, message = %message, "could not tear down a saved session");
+            failed.push((session.id.clone(), message));
+        } else {
+            tracing::info!(session = %session.id, "session saved for restore");
+        }
+    }
+    Ok(failed)
+}
+
+/// The session's runtime with a tmux handle completed from a probe when only its name was
+/// recorded and its marker proves it ours.
+fn complete(host: &Host, session: &Session) -> Runtime {
+    match &session.runtime {
+        Runtime::Tmux(handle) if !handle.is_recorded() => {
+            let probe = host.tmux.probe();
+            let processes = Default::default();
+            let snapshot = reconcile_core::Snapshot {
+                boot_id: &host.boot_id,
+                instance: &host.instance_id,
+                tmux: &probe,
+                processes: &processes,
+            };
+            if evidence(session, &snapshot) == Evidence::Alive {
+                runtime::recorded(&session.runtime, &probe)
+            } else {
+                session.runtime.clone()
+            }
+        }
+        _ => session.runtime.clone(),
+    }
+}
+
+/// Capture uncommitted work, then mark the row terminated. If the capture fails the row is left
+/// exactly as it was: nothing is terminated without its work saved.
+pub(crate) fn preserve_and_terminate(
+    store: &Store,
+    host: &Host,
+    row: &Session,
+    reason: &str,
+) -> Result<(), Error> {
+    failpoint::hit("terminate.before_preserve");
+    let reference = match host.git.preserve(&row.worktree, &row.id)? {
+        Preserved::Saved { reference, .. } => Some(reference),
+        Preserved::Clean | Preserved::Missing | Preserved::NotAWorktree => None,
+    };
+    failpoint::hit("terminate.after_preserve");
+    store.terminate(&row.id, reason, reference.as_deref(), now_ms())?;
+    Ok(())
 }
 
 /// A fresh session id: 10 characters of Crockford base32 (50 random bits).

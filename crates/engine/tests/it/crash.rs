@@ -148,7 +148,7 @@ fn crash_during_create_at_every_step() {
 
 #[test]
 fn crash_during_the_live_pass() {
-    for failpoint in ["live.before_preserve", "live.after_preserve"] {
+    for failpoint in ["terminate.before_preserve", "terminate.after_preserve"] {
         let f = Fixture::new("crashlive");
         let s = f.start("exec sleep 600", None);
         fs::write(s.worktree.join("work.txt"), "unsaved\n").unwrap();

@@ -3,5 +3,6 @@
 
 mod crash;
 mod fixture;
+mod lifecycle;
 mod reconcile;
 mod scale;
