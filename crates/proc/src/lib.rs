@@ -2,10 +2,12 @@
 //! child processes (tmux, git) run with a deadline and counted.
 
 mod identity;
+mod port;
 mod run;
 mod signal;
 
 pub use identity::{boot_id, identity, observe, owner_marker};
+pub use port::{Holder, PortHolder, port_holder};
 pub use run::{ChildCount, run};
 pub use signal::{Stopped, stop_process};
 

@@ -1,0 +1,108 @@
+//! `reconcile`: the command line. Finds the daemon through the run-file and speaks its API.
+//!
+//! Every error ends in `main`, printed once, with exit code 1.
+
+mod commands;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Crash-proof agent sessions: start, list and stop sessions, read the reconcile report, control
+/// the daemon.
+///
+/// Configured by the environment: RECONCILE_HOME, RECONCILE_PORT, RECONCILE_TMUX_SOCKET.
+#[derive(Debug, Parser)]
+#[command(name = "reconcile", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start, list and stop sessions.
+    #[command(subcommand)]
+    Session(SessionCommand),
+    /// The last reconcile report: counts by evidence and decision, warnings, durations.
+    Report {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Control the daemon.
+    #[command(subcommand)]
+    Daemon(DaemonCommand),
+    /// Whether a daemon runs, and how many sessions it holds.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionCommand {
+    /// Start COMMAND in a new worktree of REPO, in its own tmux session; prints the session id.
+    New {
+        /// The git repository to make the session's worktree from.
+        #[arg(long)]
+        repo: String,
+        /// A name to show in listings.
+        #[arg(long)]
+        name: Option<String>,
+        /// Take a warm slot of this window instead of creating a worktree.
+        #[arg(long)]
+        window: Option<String>,
+        /// Handed to the command in RECONCILE_RESUME_TOKEN; `-` reads it from stdin, keeping it
+        /// out of argv and shell history.
+        #[arg(long)]
+        resume_token: Option<String>,
+        /// The command and its arguments (after `--`).
+        #[arg(last = true, required = true, num_args = 1..)]
+        command: Vec<String>,
+    },
+    /// List sessions.
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Preserve the session's uncommitted work, stop it and everything it runs, mark it
+    /// terminated. The worktree stays.
+    Stop { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+enum DaemonCommand {
+    /// Stop the daemon gracefully; sessions keep running unless --stop-sessions.
+    Stop {
+        /// Save every session for restore at the next start, and tear it down first.
+        #[arg(long)]
+        stop_sessions: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Session(SessionCommand::New {
+            repo,
+            name,
+            window,
+            resume_token,
+            command,
+        }) => commands::session_new(repo, name, window, resume_token, command),
+        Command::Session(SessionCommand::Ls { json }) => commands::session_ls(json),
+        Command::Session(SessionCommand::Stop { id }) => commands::session_stop(&id),
+        Command::Report { json } => commands::report(json),
+        Command::Daemon(DaemonCommand::Stop { stop_sessions }) => {
+            commands::daemon_stop(stop_sessions)
+        }
+        Command::Status { json } => commands::status(json),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("reconcile: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

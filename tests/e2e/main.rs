@@ -1,0 +1,6 @@
+//! End-to-end tests of the real binaries. One test binary; each module states what it covers.
+
+mod api;
+mod cli;
+mod daemon;
+mod secrets;

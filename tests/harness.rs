@@ -1,0 +1,235 @@
+//! The end-to-end harness: the real `reconciled` and `reconcile` binaries, each test with its own
+//! state directory, port and tmux socket, all cleaned up on drop even when the test fails.
+//!
+//! The binaries are the ones cargo built next to this test (`scripts/test` builds them first).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use reconcile_api::{Client, RunFile, read_run_file};
+use reconcile_testkit::{TmuxSocket, wait_for};
+
+/// Generous: CI runs on two busy cores.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A binary of the workspace, built next to the running test.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).unwrap();
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the binaries first (`cargo build --workspace --bins`; scripts/test does)",
+        path.display()
+    );
+    path
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One state directory with its port and tmux socket, and the daemon serving it (if started).
+#[derive(Debug)]
+pub struct Env {
+    pub socket: TmuxSocket,
+    pub port: u16,
+    pub home: PathBuf,
+    daemon: Option<Child>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new(tag: &str) -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        Env {
+            socket: TmuxSocket::new(tag),
+            port: free_port(),
+            home: dir.path().join("home"),
+            daemon: None,
+            dir,
+        }
+    }
+
+    /// A command with this environment's variables.
+    pub fn command(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.env("RECONCILE_HOME", &self.home)
+            .env("RECONCILE_PORT", self.port.to_string())
+            .env("RECONCILE_TMUX_SOCKET", &self.socket.name)
+            .env_remove("RECONCILE_OWNER")
+            .env_remove("TMUX");
+        c
+    }
+
+    /// Start `reconciled` without waiting for it.
+    pub fn spawn_daemon(&self) -> Child {
+        self.command(&bin("reconciled"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Start the daemon and wait until `/readyz` answers 200.
+    pub fn start(&mut self) -> &mut Env {
+        assert!(self.daemon.is_none(), "a daemon of this test already runs");
+        self.daemon = Some(self.spawn_daemon());
+        self.wait_ready();
+        self
+    }
+
+    pub fn wait_ready(&mut self) {
+        let port = self.port;
+        let http = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}/readyz");
+        wait_for("the daemon to be ready", DEADLINE, || {
+            if let Some(child) = self.daemon.as_mut()
+                && let Some(status) = child.try_wait().unwrap()
+            {
+                let mut err = String::new();
+                use std::io::Read;
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                panic!("reconciled exited with {status}: {err}");
+            }
+            http.get(&url).send().is_ok_and(|r| r.status() == 200)
+        });
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.daemon.as_ref().expect("no daemon").id()
+    }
+
+    /// SIGKILL the daemon (our own child) and reap it.
+    pub fn kill9(&mut self) {
+        let mut child = self.daemon.take().expect("no daemon");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// SIGTERM the daemon (our own child, not yet reaped) and wait for it to exit.
+    pub fn sigterm(&mut self) -> std::process::ExitStatus {
+        let mut child = self.daemon.take().expect("no daemon");
+        let pid = rustix::process::Pid::from_child(&child);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        child.wait().unwrap()
+    }
+
+    /// Wait for a daemon that was asked to stop over the API.
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        self.daemon.take().expect("no daemon").wait().unwrap()
+    }
+
+    pub fn run_file(&self) -> RunFile {
+        read_run_file(&self.home.join("daemon.json")).unwrap()
+    }
+
+    pub fn client(&self) -> Client {
+        let run = self.run_file();
+        Client::new(run.port, run.token)
+    }
+
+    pub fn token(&self) -> String {
+        self.run_file().token
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Run the `reconcile` CLI.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        self.command(&bin("reconcile"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// Run the CLI with `input` on stdin.
+    pub fn cli_with_stdin(&self, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .command(&bin("reconcile"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// A git repository with one commit.
+    pub fn repo(&self) -> PathBuf {
+        reconcile_testkit::repo(self.dir.path())
+    }
+
+    /// Every log file's text.
+    pub fn logs(&self) -> String {
+        let mut all = String::new();
+        for entry in std::fs::read_dir(self.home.join("logs")).unwrap() {
+            all.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
+        }
+        all
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// stdout of a successful run, or a panic with everything it printed.
+pub fn ok(output: Output) -> String {
+    assert!(
+        output.status.success(),
+        "failed with {}:\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// `reconcile report --json`, parsed.
+pub fn report_json(env: &Env) -> serde_json::Value {
+    serde_json::from_str(&ok(env.cli(&["report", "--json"]))).unwrap()
+}
+
+/// Rows counted under (evidence, disposition) over every pass of a report.
+pub fn count(report: &serde_json::Value, evidence: &str, disposition: &str) -> u64 {
+    report["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["evidence"] == evidence && c["disposition"] == disposition)
+        .map(|c| c["count"].as_u64().unwrap())
+        .sum()
+}
