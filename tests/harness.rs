@@ -87,6 +87,12 @@ impl Env {
         self
     }
 
+    /// Take charge of a daemon started with `spawn_daemon` (killed on drop).
+    pub fn adopt(&mut self, child: Child) {
+        assert!(self.daemon.is_none(), "a daemon of this test already runs");
+        self.daemon = Some(child);
+    }
+
     pub fn wait_ready(&mut self) {
         let port = self.port;
         let http = reqwest::blocking::Client::builder()

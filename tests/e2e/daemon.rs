@@ -3,6 +3,7 @@
 
 use std::fs;
 use std::net::TcpListener;
+use std::time::Duration;
 
 use reconcile_e2e::{DEADLINE, Env, count, ok, report_json};
 use reconcile_testkit::{sh, wait_for};
@@ -220,5 +221,52 @@ fn a_running_daemon_notices_a_dead_session_and_announces_it() {
     assert_eq!(
         env.client().session(&id).unwrap().state.as_str(),
         "terminated"
+    );
+}
+
+/// `/healthz` answers at once; `/readyz` is 503 while the boot reconcile runs. Here it runs long
+/// because the tmux server is stopped (SIGSTOP, our own server): the probe times out, the row is
+/// preserved as unknown, and the daemon becomes ready anyway, while tmux is still stopped.
+#[test]
+fn healthz_at_once_readyz_after_reconcile_even_with_tmux_wedged() {
+    let mut env = Env::new("e2e-ready");
+    env.start();
+    let repo = env.repo();
+    let id = new_session(&env, &repo, "exec sleep 600");
+    env.kill9();
+    let frozen = env.socket.freeze();
+
+    let daemon = env.spawn_daemon();
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    wait_for("/healthz", DEADLINE, || {
+        http.get(env.url("/healthz"))
+            .send()
+            .is_ok_and(|r| r.status() == 200)
+    });
+    let ready = http.get(env.url("/readyz")).send().unwrap();
+    let status = ready.status().as_u16();
+    let body: serde_json::Value = ready.json().unwrap();
+    // Ready while tmux is still wedged: the probe timed out and proved nothing.
+    env.adopt(daemon);
+    env.wait_ready();
+    drop(frozen);
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (503, Some("reconciling"))
+    );
+    let report = report_json(&env);
+    assert_eq!(count(&report, "unknown", "preserve"), 1, "{report}");
+    assert_eq!(
+        env.client().session(&id).unwrap().state.as_str(),
+        "running",
+        "preserved, not terminated"
+    );
+    assert_eq!(
+        env.socket.sessions(),
+        vec![format!("rc-{id}")],
+        "nothing destroyed"
     );
 }

@@ -118,6 +118,21 @@ impl TmuxSocket {
         });
     }
 
+    /// The pid of this socket's tmux server, if one runs.
+    pub fn server_pid(&self) -> Option<u32> {
+        let out = self.tmux(&["display-message", "-p", "#{pid}"]);
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    }
+
+    /// Stop this socket's tmux server with SIGSTOP (it accepts connections and never answers)
+    /// until the guard is dropped, even when the test fails.
+    pub fn freeze(&self) -> Frozen {
+        let pid = self.server_pid().expect("a tmux server to freeze");
+        let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
+        Frozen { pid }
+    }
+
     /// Names of the sessions on this socket (empty when no server runs).
     pub fn sessions(&self) -> Vec<String> {
         let out = self.tmux(&["list-sessions", "-F", "#{session_name}"]);
@@ -125,6 +140,18 @@ impl TmuxSocket {
             .lines()
             .map(str::to_owned)
             .collect()
+    }
+}
+
+/// A tmux server stopped by [`TmuxSocket::freeze`]; continued on drop.
+#[derive(Debug)]
+pub struct Frozen {
+    pid: rustix::process::Pid,
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = rustix::process::kill_process(self.pid, rustix::process::Signal::CONT);
     }
 }
 

@@ -87,14 +87,6 @@ impl Fixture {
         }
     }
 
-    /// The pid of this socket's tmux server.
-    pub fn server_pid(&self) -> u32 {
-        match self.host.tmux.probe() {
-            TmuxProbe::Listing(l) => l.server.unwrap().pid,
-            other => panic!("no server: {other:?}"),
-        }
-    }
-
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }

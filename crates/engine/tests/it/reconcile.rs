@@ -1,7 +1,6 @@
 //! The decision matrix end to end: each row state and evidence against real tmux, git, SQLite.
 
 use std::fs;
-use std::process::Command;
 use std::time::Duration;
 
 use reconcile_core::{Disposition as D, Evidence as E, Runtime, SessionState, TmuxHandle};
@@ -180,26 +179,13 @@ fn with_tmux_unreachable_rows_are_preserved_and_counted_unknown() {
     f.store.terminate(&leaked.id, "stopped", None, 1).unwrap();
     let saved = f.start("exec sleep 600", None);
     f.store.mark_saved(&saved.id, 1).unwrap();
-    let server = f.server_pid().to_string();
     f.host.tmux = f.host.tmux.clone().with_timeout(Duration::from_millis(300));
 
     // Our own tmux server, stopped: it accepts connections and never answers.
-    assert!(
-        Command::new("kill")
-            .args(["-STOP", &server])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let frozen = f.socket.freeze();
     let first = f.reconcile();
     let second = f.reconcile();
-    assert!(
-        Command::new("kill")
-            .args(["-CONT", &server])
-            .status()
-            .unwrap()
-            .success()
-    );
+    drop(frozen);
 
     for report in [&first, &second] {
         assert_eq!(report.counted(E::Unknown, D::Preserve), 3, "{report}");
