@@ -9,6 +9,7 @@ mod error;
 mod evidence;
 mod model;
 mod report;
+mod takeover;
 
 pub use classify::{Disposition, StopOutcome, classify};
 pub use error::Error;
@@ -20,3 +21,7 @@ pub use model::{
     TmuxHandle,
 };
 pub use report::{Count, MAX_WARNINGS, Pass, PassReport, Report, Warning, WarningCode};
+pub use takeover::{
+    HealthSeen, PortSeen, ReadySeen, RefuseBecause, ReplaceBecause, RunFacts, RunFileSeen,
+    TakeoverPlan, TakeoverSeen, plan_daemon_takeover,
+};
