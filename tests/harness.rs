@@ -203,11 +203,48 @@ impl Env {
     }
 }
 
+impl Env {
+    /// The identity the run-file claims for the daemon, if it is readable.
+    pub fn daemon_identity(&self) -> Option<reconcile_core::ProcessIdentity> {
+        let run = read_run_file(&self.home.join("daemon.json")).ok()?;
+        Some(reconcile_core::ProcessIdentity {
+            boot_id: run.boot_id,
+            pid: run.pid,
+            start_ticks: run.start_ticks,
+        })
+    }
+
+    /// Whether the process the run-file names is alive with that identity.
+    pub fn daemon_alive(&self) -> bool {
+        self.daemon_identity().is_some_and(|id| alive(&id))
+    }
+
+    /// Run `reconcile takeover --json` and parse its output; panics on failure.
+    pub fn takeover(&self) -> serde_json::Value {
+        serde_json::from_str(&ok(self.cli(&["takeover", "--json"]))).unwrap()
+    }
+}
+
+/// Whether `identity` names a live process (same pid, start ticks and boot).
+pub fn alive(identity: &reconcile_core::ProcessIdentity) -> bool {
+    let boot = reconcile_proc::boot_id().unwrap();
+    reconcile_proc::identity(&boot, identity.pid)
+        .ok()
+        .flatten()
+        .as_ref()
+        == Some(identity)
+}
+
 impl Drop for Env {
     fn drop(&mut self) {
         if let Some(mut child) = self.daemon.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        // A daemon a takeover started is not our child: stop it through its verified identity.
+        if let Some(identity) = self.daemon_identity() {
+            let boot = reconcile_proc::boot_id().unwrap_or_default();
+            let _ = reconcile_proc::stop_process_group(&boot, &identity, Duration::from_secs(5));
         }
     }
 }

@@ -89,7 +89,7 @@ fn without_a_daemon_the_cli_says_how_to_start_one() {
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            stderr.contains("no daemon is running") && stderr.contains("reconciled"),
+            stderr.contains("no daemon is running") && stderr.contains("reconcile takeover"),
             "{stderr}"
         );
     }

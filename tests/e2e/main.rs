@@ -4,3 +4,4 @@ mod api;
 mod cli;
 mod daemon;
 mod secrets;
+mod takeover;

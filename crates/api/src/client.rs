@@ -34,9 +34,14 @@ pub struct Client {
 
 impl Client {
     pub fn new(port: u16, token: String) -> Client {
+        Client::with_timeout(port, token, Duration::from_secs(120))
+    }
+
+    /// A client whose every request gives up after `timeout` (probes use a short one).
+    pub fn with_timeout(port: u16, token: String, timeout: Duration) -> Client {
         let http = reqwest::blocking::Client::builder()
-            .connect_timeout(Duration::from_secs(2))
-            .timeout(Duration::from_secs(120))
+            .connect_timeout(Duration::from_secs(2).min(timeout))
+            .timeout(timeout)
             .no_proxy()
             .build()
             .expect("a client without TLS or proxies always builds");

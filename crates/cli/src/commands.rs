@@ -9,7 +9,7 @@ use reconcile_api::{Client, ClientError, CreateSession, SessionView};
 use reconcile_core::SessionState;
 use reconcile_home::Home;
 
-const START_HINT: &str = "start one with `reconciled &` (it reads RECONCILE_HOME, RECONCILE_PORT and RECONCILE_TMUX_SOCKET)";
+const START_HINT: &str = "start one with `reconcile takeover`";
 
 fn client() -> anyhow::Result<Client> {
     let home = Home::from_env()?;
@@ -189,4 +189,67 @@ fn age(ms: i64) -> String {
         3600..86400 => format!("{}h", s / 3600),
         _ => format!("{}d", s / 86400),
     }
+}
+
+fn takeover_config() -> anyhow::Result<reconcile_takeover::Config> {
+    let exe = std::env::current_exe().context("cannot find this program's own path")?;
+    Ok(reconcile_takeover::Config::from_env(&exe)?)
+}
+
+pub fn takeover(json: bool, restart: bool) -> anyhow::Result<()> {
+    let config = takeover_config()?;
+    let mut progress = |p: reconcile_takeover::Progress| {
+        if !json {
+            eprintln!("{}", describe(&p));
+        }
+    };
+    let outcome = if restart {
+        reconcile_takeover::restart(&config, &mut progress)?
+    } else {
+        reconcile_takeover::takeover(&config, &mut progress)?
+    };
+    if json {
+        println!("{}", serde_json::to_string(&outcome)?);
+    } else {
+        let verb = match outcome.action {
+            reconcile_takeover::Action::Reused => "reused",
+            reconcile_takeover::Action::Replaced => "replaced; now",
+            reconcile_takeover::Action::Spawned => "started",
+        };
+        println!(
+            "daemon {verb} pid {} on port {}, ready ({} ms)",
+            outcome.pid, outcome.port, outcome.elapsed_ms
+        );
+    }
+    Ok(())
+}
+
+fn describe(progress: &reconcile_takeover::Progress) -> String {
+    use reconcile_takeover::Progress;
+    match progress {
+        Progress::Probing => "probing the daemon".to_owned(),
+        Progress::Replacing { pid, because } => format!("replacing daemon {pid} ({because:?})"),
+        Progress::Spawning => "starting a daemon".to_owned(),
+        Progress::Reconciling { pid } => format!("daemon {pid} is reconciling"),
+    }
+}
+
+pub fn supervise() -> anyhow::Result<()> {
+    use reconcile_takeover::Supervised;
+    let config = takeover_config()?;
+    reconcile_takeover::supervise(&config, &|| false, &mut |event| match event {
+        Supervised::Running { pid } => eprintln!("supervise: daemon {pid} running"),
+        Supervised::Exited {
+            pid,
+            unexpected: true,
+        } => eprintln!("supervise: daemon {pid} exited unexpectedly"),
+        Supervised::Exited {
+            pid,
+            unexpected: false,
+        } => eprintln!("supervise: daemon {pid} stopped on request"),
+        Supervised::Failed { message } => eprintln!("supervise: {message}"),
+        Supervised::Restarting { in_ms } => eprintln!("supervise: restarting in {in_ms} ms"),
+        Supervised::CrashLoop { .. } => eprintln!("supervise: crash loop"),
+    })?;
+    Ok(())
 }

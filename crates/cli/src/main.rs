@@ -21,6 +21,16 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Ensure exactly one healthy, ready daemon: reuse it, wait for it, replace a wedged one, or
+    /// start one. Exit 0 when one is ready, 2 when the port belongs to a foreign process, 1 on
+    /// any other failure.
+    Takeover {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Keep the daemon running in the foreground: restart it with backoff when it exits
+    /// unexpectedly, stop after a crash loop.
+    Supervise,
     /// Start, list and stop sessions.
     #[command(subcommand)]
     Session(SessionCommand),
@@ -72,6 +82,11 @@ enum SessionCommand {
 
 #[derive(Debug, Subcommand)]
 enum DaemonCommand {
+    /// Replace the daemon gracefully with a new one; sessions keep running and are adopted.
+    Restart {
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop the daemon gracefully; sessions keep running unless --stop-sessions.
     Stop {
         /// Save every session for restore at the next start, and tear it down first.
@@ -83,6 +98,9 @@ enum DaemonCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Takeover { json } => commands::takeover(json, false),
+        Command::Supervise => commands::supervise(),
+        Command::Daemon(DaemonCommand::Restart { json }) => commands::takeover(json, true),
         Command::Session(SessionCommand::New {
             repo,
             name,
@@ -102,7 +120,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("reconcile: {e:#}");
-            ExitCode::FAILURE
+            match e.downcast_ref::<reconcile_takeover::Error>() {
+                Some(t) => ExitCode::from(t.exit_code()),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -65,6 +65,8 @@ pub struct TakeoverSeen {
     /// it may.
     pub waited_ms: u64,
     pub ready_deadline_ms: u64,
+    /// A graceful restart was asked for ("restart daemon"): replace our daemon even if healthy.
+    pub restart: bool,
 }
 
 /// Why a verified daemon of ours is replaced.
@@ -77,6 +79,8 @@ pub enum ReplaceBecause {
     OtherVersion,
     /// It answers but did not become ready within the deadline.
     NotReadyInTime,
+    /// A restart was asked for.
+    Requested,
 }
 
 /// Why the launcher refuses to act.
@@ -149,6 +153,9 @@ pub fn plan_daemon_takeover(seen: &TakeoverSeen) -> TakeoverPlan {
         daemon: holder.clone(),
         because,
     };
+    if seen.restart {
+        return replace(ReplaceBecause::Requested);
+    }
     match &seen.health {
         HealthSeen::Answered { pid, version } if *pid == holder.pid => {
             if *version != seen.version {
@@ -226,6 +233,7 @@ mod tests {
             version: V.into(),
             waited_ms,
             ready_deadline_ms: 30_000,
+            restart: false,
         }
     }
 
@@ -281,6 +289,34 @@ mod tests {
         for (what, seen, want) in cases {
             assert_eq!(plan_daemon_takeover(&seen), want, "{what}");
         }
+    }
+
+    #[test]
+    fn a_restart_replaces_only_our_daemon() {
+        let mut s = seen(
+            run(daemon()),
+            healthy(100, V),
+            ReadySeen::Ready,
+            held(daemon(), "reconciled"),
+            0,
+        );
+        s.restart = true;
+        assert_eq!(
+            plan_daemon_takeover(&s),
+            TakeoverPlan::Replace {
+                daemon: daemon(),
+                because: ReplaceBecause::Requested
+            }
+        );
+        s.port = held(ident(7, 1, "boot"), "python3");
+        assert!(matches!(plan_daemon_takeover(&s), TakeoverPlan::Refuse(_)));
+        s.port = PortSeen::Free;
+        assert_eq!(
+            plan_daemon_takeover(&s),
+            TakeoverPlan::Spawn {
+                remove_run_file: true
+            }
+        );
     }
 
     #[test]

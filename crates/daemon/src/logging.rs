@@ -1,4 +1,4 @@
-//! Logs: `tracing` to `$RECONCILE_HOME/logs/reconciled.log.<date>`, rotated daily, a week kept.
+//! Logs: `tracing` to `$RECONCILE_HOME/logs/reconciled.<date>.log`, rotated daily, a week kept.
 
 use anyhow::Context;
 use reconcile_home::Home;

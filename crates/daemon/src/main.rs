@@ -21,6 +21,7 @@ use clap::Parser;
 struct Args {}
 
 fn main() -> ExitCode {
+    startup::close_inherited_descriptors();
     let Args {} = Args::parse();
     match serve::run() {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,6 +10,29 @@ use reconcile_home::Home;
 use reconcile_proc::{Holder, port_holder};
 use rustix::process::{getpgrp, getpid, setsid};
 
+/// Close every descriptor above stderr that this process inherited, so a launcher's pipes and
+/// files never stay open in the daemon. Call first thing in `main`.
+#[allow(unsafe_code)]
+pub fn close_inherited_descriptors() {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    // The listing's own descriptor links to this very directory; it is closed with `entries`.
+    let listing = std::fs::canonicalize("/proc/self/fd").ok();
+    let inherited: Vec<i32> = entries
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path()).ok() != listing)
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in inherited {
+        // SAFETY: this runs before the daemon opens any descriptor of its own, so nothing in
+        // this process owns a descriptor above 2 (the listing's own was filtered out above and
+        // is closed by now): each one is inherited and open, and closing it frees nothing of ours.
+        unsafe { rustix::io::close(fd) };
+    }
+}
+
 /// The lock that makes this daemon the only one for its state directory. Held until dropped;
 /// the descriptor is close-on-exec, so no child inherits it.
 #[derive(Debug)]

@@ -35,12 +35,21 @@ pub fn identity(boot_id: &str, pid: u32) -> Result<Option<ProcessIdentity>, Erro
         Err(e) if e.raw_os_error() == Some(3) => return Ok(None),
         Err(source) => return Err(Error::Read { path, source }),
     };
+    // A zombie has exited: it runs nothing, holds nothing, and only waits to be reaped.
+    if matches!(state(&text), Some('Z' | 'X')) {
+        return Ok(None);
+    }
     let start_ticks = start_ticks(&text).ok_or(Error::Parse { path })?;
     Ok(Some(ProcessIdentity {
         boot_id: boot_id.to_owned(),
         pid,
         start_ticks,
     }))
+}
+
+/// Field 3 of `/proc/<pid>/stat`: R, S, D, T, Z, ...
+fn state(stat: &str) -> Option<char> {
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
 }
 
 /// Field 22 of `/proc/<pid>/stat`. The command name (field 2) may hold spaces and parentheses,
@@ -99,6 +108,27 @@ mod tests {
         // No pid this large exists (pid_max is at most 2^22).
         assert_eq!(identity(&boot, 99_999_999).unwrap(), None);
         assert_eq!(observe(&boot, 99_999_999), ProcessObservation::Absent);
+    }
+
+    #[test]
+    fn a_zombie_is_not_alive() {
+        let boot = boot_id().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        // Not reaped yet: once it has exited it is a zombie, whose /proc entry still exists.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while identity(&boot, child.id()).unwrap().is_some() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the zombie still counts as alive"
+            );
+            std::thread::yield_now();
+        }
+        assert!(
+            std::fs::metadata(format!("/proc/{}", child.id())).is_ok(),
+            "still a zombie"
+        );
+        assert_eq!(observe(&boot, child.id()), ProcessObservation::Absent);
+        child.wait().unwrap();
     }
 
     #[test]

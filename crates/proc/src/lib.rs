@@ -9,7 +9,7 @@ mod signal;
 pub use identity::{boot_id, identity, observe, owner_marker};
 pub use port::{Holder, PortHolder, port_holder};
 pub use run::{ChildCount, run};
-pub use signal::{Stopped, stop_process};
+pub use signal::{Stopped, stop_process, stop_process_group};
 
 use std::io;
 use std::path::PathBuf;

@@ -8,7 +8,9 @@ use reconcile_core::ProcessIdentity;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::fd::OwnedFd;
 use rustix::io::Errno;
-use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
+use rustix::process::{
+    Pid, PidfdFlags, Signal, getpgid, kill_process_group, pidfd_open, pidfd_send_signal,
+};
 
 use crate::{Error, identity};
 
@@ -21,13 +23,39 @@ pub enum Stopped {
     NotFound,
 }
 
-/// Stop the process `expected` names: SIGCONT and SIGTERM, up to `grace` for it to exit, then
+/// Stop the process `expected` names: SIGTERM and SIGCONT, up to `grace` for it to exit, then
 /// SIGKILL if it is still running. Every signal goes through a pidfd opened before the identity
 /// is re-checked, so a pid reused in between cannot be hit.
 pub fn stop_process(
     boot_id: &str,
     expected: &ProcessIdentity,
     grace: Duration,
+) -> Result<Stopped, Error> {
+    stop(boot_id, expected, grace, Reach::Process)
+}
+
+/// Like [`stop_process`], and when `expected` leads its process group, every signal also goes to
+/// the group (the daemon's children die with it). The leader's identity is checked through its
+/// pidfd right before the group is signalled.
+pub fn stop_process_group(
+    boot_id: &str,
+    expected: &ProcessIdentity,
+    grace: Duration,
+) -> Result<Stopped, Error> {
+    stop(boot_id, expected, grace, Reach::Group)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    Process,
+    Group,
+}
+
+fn stop(
+    boot_id: &str,
+    expected: &ProcessIdentity,
+    grace: Duration,
+    reach: Reach,
 ) -> Result<Stopped, Error> {
     if expected.boot_id != boot_id || expected.pid == 0 {
         return Ok(Stopped::NotFound);
@@ -45,20 +73,28 @@ pub fn stop_process(
         Some(now) if now == *expected => {}
         _ => return Ok(Stopped::NotFound),
     }
-    for signal in [Signal::CONT, Signal::TERM] {
+    let group = reach == Reach::Group && getpgid(Some(pid)).is_ok_and(|g| g == pid);
+    let send = |signal: Signal| -> Result<bool, Error> {
+        if group {
+            // The group of a leader we just proved is ours; failures (already empty) are fine.
+            let _ = kill_process_group(pid, signal);
+        }
         match pidfd_send_signal(&pidfd, signal) {
-            Ok(()) => {}
-            Err(Errno::SRCH) => return Ok(Stopped::Exited),
-            Err(e) => return Err(signal_error(expected, e)),
+            Ok(()) => Ok(true),
+            Err(Errno::SRCH) => Ok(false),
+            Err(e) => Err(signal_error(expected, e)),
+        }
+    };
+    // SIGTERM first, then SIGCONT so a stopped process can act on it.
+    for signal in [Signal::TERM, Signal::CONT] {
+        if !send(signal)? {
+            return Ok(Stopped::Exited);
         }
     }
     if exited_within(&pidfd, grace).map_err(|e| signal_error(expected, e))? {
         return Ok(Stopped::Exited);
     }
-    match pidfd_send_signal(&pidfd, Signal::KILL) {
-        Ok(()) | Err(Errno::SRCH) => {}
-        Err(e) => return Err(signal_error(expected, e)),
-    }
+    send(Signal::KILL)?;
     if exited_within(&pidfd, Duration::from_secs(10)).map_err(|e| signal_error(expected, e))? {
         Ok(Stopped::Exited)
     } else {
