@@ -57,10 +57,14 @@ pub(crate) fn look(config: &Config, boot_id: &str, waited: Duration, restart: bo
                 pid: h.pid,
                 version: h.version,
             });
-        let ready = match probe.ready() {
-            Ok(true) => ReadySeen::Ready,
-            Ok(false) => ReadySeen::Reconciling,
-            Err(_) => ReadySeen::NoAnswer,
+        // A daemon that did not answer /healthz will not answer /readyz: spare the deadline.
+        let ready = match health {
+            HealthSeen::NoAnswer => ReadySeen::NoAnswer,
+            HealthSeen::Answered { .. } => match probe.ready() {
+                Ok(true) => ReadySeen::Ready,
+                Ok(false) => ReadySeen::Reconciling,
+                Err(_) => ReadySeen::NoAnswer,
+            },
         };
         (health, ready)
     };
