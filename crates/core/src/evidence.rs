@@ -65,7 +65,7 @@ pub struct TmuxSession {
     pub name: String,
     /// tmux's session id, such as `$3`.
     pub id: String,
-    /// The session's first pane process, when its identity could be read.
+    /// The session's active pane process, when its identity could be read.
     pub pane: Option<ProcessIdentity>,
     /// The ownership marker in that pane's environment.
     pub marker: Marker,

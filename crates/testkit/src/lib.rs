@@ -118,6 +118,12 @@ impl TmuxSocket {
         });
     }
 
+    /// Whether the server keeps running without sessions (`exit-empty off`).
+    fn stays_when_empty(&self) -> bool {
+        let out = self.tmux(&["show-options", "-s", "-v", "exit-empty"]);
+        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "off"
+    }
+
     /// The pid of this socket's tmux server, if one runs.
     pub fn server_pid(&self) -> Option<u32> {
         let out = self.tmux(&["display-message", "-p", "#{pid}"]);

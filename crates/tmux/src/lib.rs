@@ -4,7 +4,8 @@
 //!
 //! The resume token reaches tmux through the client's environment (copied into the session by
 //! `update-environment`), never through argv, and is removed from the server's global
-//! environment in the same call.
+//! environment in the same call. The server itself is started by a clean client and stays up
+//! when its last session ends, so its own environment never holds a marker or a token.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -116,7 +117,7 @@ impl Tmux {
     /// Every session on the server, in one tmux call plus reads of `/proc`.
     pub fn probe(&self) -> TmuxProbe {
         let mut c = self.command();
-        c.args(["list-panes", "-a", "-F", LIST_FORMAT]);
+        c.args(["list-sessions", "-F", LIST_FORMAT]);
         let output = match self.run(c) {
             Ok(output) => output,
             Err(e) => {
@@ -145,7 +146,7 @@ impl Tmux {
         let server = rows.first().and_then(|r| self.identity(r.server_pid));
         let mut sessions: Vec<TmuxSession> = Vec::new();
         for row in rows {
-            // list-panes -a lists a session's panes together, its first pane first.
+            // One row per session; a repeated id would be a server answering oddly.
             if sessions.iter().any(|s| s.id == row.session_id) {
                 continue;
             }
@@ -166,6 +167,7 @@ impl Tmux {
     /// Create a detached session running `command` in `dir`, with the ownership marker and the
     /// resume token in its environment. One tmux call.
     pub fn create(&self, spec: &Create<'_>) -> Result<TmuxHandle, Error> {
+        self.start_server()?;
         let mut c = self.command();
         c.env(OwnerMarker::VAR, spec.marker.to_string());
         if let Some(token) = spec.resume_token {
@@ -227,6 +229,24 @@ impl Tmux {
             server: self.identity(server_pid),
             pane: self.identity(pane_pid),
         })
+    }
+
+    /// Start the server from a client whose environment holds no marker and no token, and keep
+    /// it running when its last session ends. A server started by a create's client would keep
+    /// that session's marker and token in its own environment for its whole life, where an
+    /// orphan scan would take the server for that session's process.
+    fn start_server(&self) -> Result<(), Error> {
+        let mut c = self.command();
+        c.args(["start-server", ";", "set-option", "-s", "exit-empty", "off"]);
+        let output = self.run(c)?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(Error::Refused {
+                action: "start the server",
+                message: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+            })
+        }
     }
 
     /// Destroy the session the handle records, and nothing else: the kill runs inside the

@@ -86,6 +86,17 @@ fn create_probe_destroy() {
         !global.contains("tok-create-probe") && !global.contains("RECONCILE_OWNER="),
         "{global}"
     );
+    // Nor does the server process's own environment: it was started by a clean client.
+    let server_env = std::fs::read(format!(
+        "/proc/{}/environ",
+        handle.server.as_ref().unwrap().pid
+    ))
+    .unwrap();
+    let server_env = String::from_utf8_lossy(&server_env);
+    assert!(
+        !server_env.contains("tok-create-probe") && !server_env.contains("RECONCILE_OWNER="),
+        "{server_env}"
+    );
 
     let TmuxProbe::Listing(listing) = s.tmux.probe() else {
         panic!("expected a listing");
