@@ -110,7 +110,8 @@ impl TmuxSocket {
                     .lines()
                     .map(str::to_owned)
                     .collect();
-                done(&names)
+                // A server with no sessions left is exiting, unless it was told to stay.
+                (!names.is_empty() || self.stays_when_empty()) && done(&names)
             } else {
                 stderr.starts_with("no server running")
                     || stderr.contains("(No such file or directory)")
