@@ -188,8 +188,12 @@ impl Env {
         child.wait_with_output().unwrap()
     }
 
-    /// A git repository with one commit.
+    /// A git repository with one commit (made on first use).
     pub fn repo(&self) -> PathBuf {
+        let path = self.dir.path().join("repo");
+        if path.exists() {
+            return path;
+        }
         reconcile_testkit::repo(self.dir.path())
     }
 

@@ -3,5 +3,6 @@
 mod api;
 mod cli;
 mod daemon;
+mod orphans;
 mod secrets;
 mod takeover;

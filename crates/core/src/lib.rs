@@ -8,6 +8,7 @@ mod classify;
 mod error;
 mod evidence;
 mod model;
+mod orphan;
 mod report;
 mod takeover;
 
@@ -20,6 +21,7 @@ pub use model::{
     OwnerMarker, ProcessIdentity, Runtime, RuntimeKind, Secret, Session, SessionId, SessionState,
     TmuxHandle,
 };
+pub use orphan::{OrphanCounts, OrphanDecision, decide_orphan};
 pub use report::{Count, MAX_WARNINGS, Pass, PassReport, Report, Warning, WarningCode};
 pub use takeover::{
     HealthSeen, PortSeen, ReadySeen, RefuseBecause, ReplaceBecause, RunFacts, RunFileSeen,

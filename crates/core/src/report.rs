@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::classify::Disposition;
 use crate::evidence::Evidence;
 use crate::model::SessionId;
+use crate::orphan::OrphanCounts;
 
 /// At most this many individual warnings are kept; the rest are counted in `more_warnings`.
 pub const MAX_WARNINGS: usize = 20;
@@ -21,6 +22,8 @@ pub enum Pass {
     Reap,
     /// Saved rows: relaunch what a clean shutdown saved.
     Restore,
+    /// Processes that ended sessions left running.
+    Orphans,
 }
 
 impl Pass {
@@ -29,6 +32,7 @@ impl Pass {
             Pass::Live => "live",
             Pass::Reap => "reap",
             Pass::Restore => "restore",
+            Pass::Orphans => "orphans",
         }
     }
 }
@@ -60,6 +64,10 @@ pub enum WarningCode {
     RestoreFailed,
     /// The database refused a change; the row is as it was before.
     StoreFailed,
+    /// `/proc` could not be scanned for marked processes.
+    OrphanScanFailed,
+    /// An orphan survived SIGKILL, or could not be signalled.
+    OrphanStopFailed,
 }
 
 /// One unexpected outcome, in words safe to show anywhere.
@@ -92,6 +100,9 @@ pub struct Report {
     pub more_warnings: u64,
     pub duration_ms: u64,
     pub child_processes: u64,
+    /// The orphan pass, when one ran.
+    #[serde(default)]
+    pub orphans: Option<OrphanCounts>,
 }
 
 impl Report {
@@ -125,13 +136,15 @@ impl Report {
         self.passes.push(pass);
     }
 
-    /// How many rows got a disposition that changed something.
+    /// How many rows got a disposition that changed something, and orphans stopped.
     pub fn actions(&self) -> u64 {
-        self.counts
+        let rows: u64 = self
+            .counts
             .iter()
             .filter(|c| c.disposition.is_action())
             .map(|c| c.count)
-            .sum()
+            .sum();
+        rows + self.orphans.as_ref().map_or(0, OrphanCounts::reaped)
     }
 
     /// Rows with `disposition`, over every pass and evidence.
@@ -193,6 +206,22 @@ impl fmt::Display for Report {
         for w in &self.warnings {
             let session = w.session.as_ref().map_or("-", |s| s.as_str());
             writeln!(f, "  warning [{}] {session}: {}", w.pass, w.message)?;
+        }
+        if let Some(o) = &self.orphans {
+            writeln!(
+                f,
+                "  orphans: {} scanned, {} marked, {} orphaned ({} terminated, {} killed, {} vanished, {} failed); kept {} of running sessions, {} of other instances, {} of unknown sessions",
+                o.scanned,
+                o.marked,
+                o.orphans,
+                o.terminated,
+                o.killed,
+                o.vanished,
+                o.failed,
+                o.kept_running,
+                o.kept_other_instance,
+                o.kept_unknown_session
+            )?;
         }
         if self.more_warnings > 0 {
             writeln!(f, "  and {} more", self.more_warnings)?;

@@ -17,6 +17,9 @@ use crate::{api, logging, startup};
 /// How often a running daemon looks for sessions whose tmux session died.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(2);
 
+/// How often a running daemon looks for orphan processes of ended sessions (a `/proc` scan).
+const ORPHAN_SWEEP_EVERY: u32 = 30;
+
 /// How long in-flight requests get once a stop was requested.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -127,13 +130,16 @@ async fn reconcile_then_sweep(state: Arc<State>) {
     let mut tick = tokio::time::interval(SWEEP_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    let mut ticks: u32 = 0;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             () = state.stopped() => return,
         }
+        ticks = ticks.wrapping_add(1);
+        let orphans = ticks.is_multiple_of(ORPHAN_SWEEP_EVERY);
         let s = state.clone();
-        let swept = tokio::task::spawn_blocking(move || sweep(&s)).await;
+        let swept = tokio::task::spawn_blocking(move || sweep(&s, orphans)).await;
         match swept {
             Ok(Some(report)) => publish(&state, "sweep", report),
             Ok(None) => {}
@@ -142,8 +148,9 @@ async fn reconcile_then_sweep(state: Arc<State>) {
     }
 }
 
-/// One sweep; `Some` when it changed something or warned. Sessions it changed are announced.
-fn sweep(state: &State) -> Option<Report> {
+/// One sweep (and, when `orphans`, the slow orphan sweep); `Some` when it changed something or
+/// warned. Sessions it changed are announced.
+fn sweep(state: &State, orphans: bool) -> Option<Report> {
     if state.is_stopping() {
         return None;
     }
@@ -151,7 +158,7 @@ fn sweep(state: &State) -> Option<Report> {
     let before = store
         .in_states(&[SessionState::Running, SessionState::Spawning])
         .unwrap_or_default();
-    let report = reconcile_engine::sweep(&store, &state.host);
+    let report = reconcile_engine::sweep(&store, &state.host, orphans);
     if report.actions() == 0 && report.warning_count() == 0 {
         return None;
     }

@@ -21,6 +21,9 @@ pub struct Host {
     pub instance_id: String,
     /// Every child process the adapters start is counted here.
     pub children: ChildCount,
+    /// Whether orphans are stopped. Always true in the product; a test turns it off to prove
+    /// that its leak check sees what reaping would have stopped.
+    pub reap_orphans: bool,
 }
 
 impl Host {
@@ -35,6 +38,7 @@ impl Host {
             boot_id,
             instance_id,
             children,
+            reap_orphans: true,
         })
     }
 }

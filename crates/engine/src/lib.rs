@@ -7,6 +7,7 @@
 
 mod failpoint;
 mod host;
+mod orphans;
 mod reconcile;
 mod runtime;
 mod session;

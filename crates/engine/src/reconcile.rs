@@ -21,13 +21,21 @@ use crate::session;
 /// what leaked, restore what a clean shutdown saved. A failure on one row is recorded in the
 /// report and skipped; nothing here returns early.
 pub fn reconcile(store: &Store, host: &Host) -> Report {
-    passes(store, host, &[Pass::Live, Pass::Reap, Pass::Restore])
+    passes(
+        store,
+        host,
+        &[Pass::Live, Pass::Reap, Pass::Restore, Pass::Orphans],
+    )
 }
 
 /// The periodic sweep while the daemon runs: the live and reap passes, never a restore (a
-/// running daemon starts no agent it was not asked to).
-pub fn sweep(store: &Store, host: &Host) -> Report {
-    passes(store, host, &[Pass::Live, Pass::Reap])
+/// running daemon starts no agent it was not asked to), and the orphan pass when `orphans`.
+pub fn sweep(store: &Store, host: &Host, orphans: bool) -> Report {
+    if orphans {
+        passes(store, host, &[Pass::Live, Pass::Reap, Pass::Orphans])
+    } else {
+        passes(store, host, &[Pass::Live, Pass::Reap])
+    }
 }
 
 fn passes(store: &Store, host: &Host, passes: &[Pass]) -> Report {
@@ -37,6 +45,10 @@ fn passes(store: &Store, host: &Host, passes: &[Pass]) -> Report {
             Pass::Live => &[SessionState::Running, SessionState::Spawning],
             Pass::Reap => &[SessionState::Terminated],
             Pass::Restore => &[SessionState::Saved],
+            Pass::Orphans => {
+                orphan_pass(store, host, &mut report);
+                continue;
+            }
         };
         run_pass(store, host, &mut report, pass, states);
     }
@@ -48,6 +60,26 @@ fn passes(store: &Store, host: &Host, passes: &[Pass]) -> Report {
         "reconcile finished"
     );
     report
+}
+
+/// One scan of `/proc`; processes of ended sessions are stopped. Runs after the session passes,
+/// so a session restored a moment ago counts as running.
+fn orphan_pass(store: &Store, host: &Host, report: &mut Report) {
+    let started = Instant::now();
+    let children_before = host.children.get();
+    let mut warnings = Vec::new();
+    let pass = crate::orphans::reap_orphans(store, host, &mut warnings);
+    for w in warnings {
+        report.warn(w);
+    }
+    report.add_pass(PassReport {
+        pass: Pass::Orphans,
+        rows: pass.counts.marked,
+        duration_ms: started.elapsed().as_millis() as u64,
+        child_processes: host.children.get() - children_before,
+        probe_answered: pass.tmux_answered,
+    });
+    report.orphans = Some(pass.counts);
 }
 
 /// What one pass saw, gathered before any decision.

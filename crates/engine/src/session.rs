@@ -125,6 +125,16 @@ pub fn stop_session(store: &Store, host: &Host, id: &SessionId) -> Result<Sessio
     }
     let runtime = complete(host, &session);
     let (outcome, error) = runtime::stop(host, &runtime);
+    if outcome != StopOutcome::Failed {
+        // Its tmux session is gone; what it started and detached goes too, before its work is
+        // captured, so the capture is not racing a running process.
+        let mut warnings = Vec::new();
+        let counts = crate::orphans::reap_session(host, id, &mut warnings).counts;
+        for w in &warnings {
+            tracing::warn!(session = %id, message = %w.message, "orphan of a stopped session survived");
+        }
+        tracing::debug!(session = %id, reaped = counts.reaped(), "reaped the stopped session's processes");
+    }
     let seen = match outcome {
         StopOutcome::Stopped => Evidence::Alive,
         StopOutcome::NotFound => Evidence::ConfirmedDead,
@@ -160,6 +170,10 @@ pub fn save_all(store: &Store, host: &Host) -> Result<Vec<(SessionId, String)>, 
         store.mark_saved(&session.id, now_ms())?;
         failpoint::hit("save.after_mark");
         let (outcome, error) = runtime::stop(host, &runtime);
+        if outcome != StopOutcome::Failed {
+            // Torn down means everything it runs, detached processes included.
+            crate::orphans::reap_session(host, &session.id, &mut Vec::new());
+        }
         let seen = if outcome == StopOutcome::NotFound {
             Evidence::ConfirmedDead
         } else {

@@ -57,6 +57,43 @@ pub fn repo(dir: &Path) -> PathBuf {
     repo
 }
 
+/// A session command that leaves behind (a) a background child, (b) a setsid grandchild, (c) a
+/// double-forked process reparented to init, (d) a process that ignores SIGTERM, (e) a process
+/// stopped with SIGSTOP (in its own session, so the kernel's SIGCONT to newly orphaned process
+/// groups does not wake it). Each writes "<kind> <pid>" to `dir/pids`; then `dir/ready` appears
+/// and the command itself sleeps.
+pub fn leaky_script(dir: &Path) -> String {
+    let pids = dir.join("pids").display().to_string();
+    let ready = dir.join("ready").display().to_string();
+    format!(
+        r#"nohup sleep 600 >/dev/null 2>&1 & echo "a $!" >> {pids}
+setsid sh -c 'echo "b $$" >> {pids}; exec sleep 600' >/dev/null 2>&1 &
+sh -c 'nohup sleep 600 >/dev/null 2>&1 & echo "c $!" >> {pids}'
+nohup sh -c 'trap "" TERM HUP; echo "d $$" >> {pids}; exec sleep 600' >/dev/null 2>&1 &
+setsid sh -c 'echo "e $$" >> {pids}; kill -STOP $$; exec sleep 600' >/dev/null 2>&1 &
+while [ "$(wc -l < {pids})" -lt 5 ]; do sleep 0.05; done
+touch {ready}
+exec sleep 600"#
+    )
+}
+
+/// After `leaky_script` is ready: kind and pid of each process it left.
+pub fn leaky_pids(dir: &Path) -> Vec<(String, u32)> {
+    wait_for(
+        "the leaky session's processes",
+        Duration::from_secs(60),
+        || dir.join("ready").exists(),
+    );
+    fs::read_to_string(dir.join("pids"))
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let (kind, pid) = line.split_once(' ').unwrap();
+            (kind.to_owned(), pid.parse().unwrap())
+        })
+        .collect()
+}
+
 /// A unique tmux socket name for this process and call, killed (server and all) on drop.
 #[derive(Debug)]
 pub struct TmuxSocket {

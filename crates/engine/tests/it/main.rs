@@ -4,5 +4,6 @@
 mod crash;
 mod fixture;
 mod lifecycle;
+mod orphans;
 mod reconcile;
 mod scale;
