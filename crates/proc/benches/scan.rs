@@ -30,7 +30,11 @@ fn measure(mut f: impl FnMut() -> usize) -> (Duration, u64, usize) {
     for _ in 0..ROUNDS {
         seen = f();
     }
-    (started.elapsed() / ROUNDS, (forks() - forks_before) / u64::from(ROUNDS), seen)
+    (
+        started.elapsed() / ROUNDS,
+        (forks() - forks_before) / u64::from(ROUNDS),
+        seen,
+    )
 }
 
 fn main() {
@@ -38,7 +42,10 @@ fn main() {
     let mut table: Vec<Child> = (0..PROCESSES)
         .map(|i| {
             let mut c = Command::new("sleep");
-            c.arg("3600").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+            c.arg("3600")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
             // Half carry a marker, as a busy workstation's agents would.
             if i % 2 == 0 {
                 c.env("RECONCILE_OWNER", format!("benchinstance/s-{i}"));
@@ -47,19 +54,28 @@ fn main() {
         })
         .collect();
 
-    let (ours, our_forks, marked) = measure(|| reconcile_proc::scan_markers(&boot).unwrap().marked.len());
+    let (ours, our_forks, marked) =
+        measure(|| reconcile_proc::scan_markers(&boot).unwrap().marked.len());
     let (ps, ps_forks, lines) = measure(|| {
-        let out = Command::new("ps").args(["-eo", "pid,lstart,args"]).output().unwrap();
+        let out = Command::new("ps")
+            .args(["-eo", "pid,lstart,args"])
+            .output()
+            .unwrap();
         String::from_utf8_lossy(&out.stdout).lines().count()
     });
     for child in &mut table {
         let _ = child.kill();
         let _ = child.wait();
     }
-    assert!(marked >= PROCESSES / 2, "the scan found {marked} marked processes");
+    assert!(
+        marked >= PROCESSES / 2,
+        "the scan found {marked} marked processes"
+    );
     let per_thousand = |d: Duration, n: usize| d.as_secs_f64() * 1e3 / (n as f64 / 1000.0);
 
-    println!("orphan scan bench: {lines} processes in the table ({PROCESSES} started by the bench, half marked)");
+    println!(
+        "orphan scan bench: {lines} processes in the table ({PROCESSES} started by the bench, half marked)"
+    );
     println!("| method | one pass | per 1,000 processes | processes started per pass |");
     println!("|---|---:|---:|---:|");
     println!(
@@ -72,5 +88,8 @@ fn main() {
         ps.as_secs_f64() * 1e3,
         per_thousand(ps, lines)
     );
-    println!("ratio: the scan takes {:.2}x the time of ps", ours.as_secs_f64() / ps.as_secs_f64());
+    println!(
+        "ratio: the scan takes {:.2}x the time of ps",
+        ours.as_secs_f64() / ps.as_secs_f64()
+    );
 }

@@ -25,6 +25,17 @@ pub fn boot_id() -> Result<String, Error> {
     Ok(id.to_owned())
 }
 
+/// Every pid in `/proc` now, read one directory entry at a time (one descriptor open).
+pub(crate) fn pids() -> Result<impl Iterator<Item = u32>, Error> {
+    let entries = fs::read_dir("/proc").map_err(|source| Error::Read {
+        path: "/proc".into(),
+        source,
+    })?;
+    Ok(entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok())))
+}
+
 /// The identity of `pid` now, or `None` when no such process exists.
 pub fn identity(boot_id: &str, pid: u32) -> Result<Option<ProcessIdentity>, Error> {
     let path = PathBuf::from(format!("/proc/{pid}/stat"));

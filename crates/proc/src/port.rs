@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use reconcile_core::ProcessIdentity;
 
+use crate::identity::pids;
 use crate::{Error, identity};
 
 /// A process listening on a port.
@@ -50,33 +51,15 @@ pub fn port_holder(boot_id: &str, port: u16) -> Result<Holder, Error> {
     if inodes.is_empty() {
         return Ok(Holder::Nobody);
     }
-    let mut owners = Vec::new();
-    let proc_dir = fs::read_dir("/proc").map_err(|source| Error::Read {
-        path: "/proc".into(),
-        source,
-    })?;
-    for entry in proc_dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(fds) = fs::read_dir(entry.path().join("fd")) else {
-            continue;
-        };
-        let holds = fds.flatten().any(|fd| {
-            fs::read_link(fd.path()).is_ok_and(|target| {
-                let target = target.to_string_lossy();
-                inodes
-                    .iter()
-                    .any(|inode| target == format!("socket:[{inode}]"))
-            })
-        });
-        if holds && !owners.contains(&pid) {
-            owners.push(pid);
+    // Between fork and exec a child of the holder shares its descriptors for an instant: look
+    // again before calling a socket held by several processes unidentifiable.
+    let mut owners = socket_owners(&inodes)?;
+    for _ in 0..20 {
+        if owners.len() <= 1 {
+            break;
         }
+        std::thread::park_timeout(std::time::Duration::from_millis(5));
+        owners = socket_owners(&inodes)?;
     }
     let [pid] = owners[..] else {
         return Ok(Holder::Unknown);
@@ -93,6 +76,28 @@ pub fn port_holder(boot_id: &str, port: u16) -> Result<Holder, Error> {
         exe,
         program,
     }))
+}
+
+/// The processes with a descriptor on any of the socket `inodes`.
+fn socket_owners(inodes: &[u64]) -> Result<Vec<u32>, Error> {
+    let mut owners = Vec::new();
+    for pid in pids()? {
+        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            fs::read_link(fd.path()).is_ok_and(|target| {
+                let target = target.to_string_lossy();
+                inodes
+                    .iter()
+                    .any(|inode| target == format!("socket:[{inode}]"))
+            })
+        });
+        if holds {
+            owners.push(pid);
+        }
+    }
+    Ok(owners)
 }
 
 /// Inodes of sockets in state LISTEN (0A) on `port`, local address loopback or any.

@@ -1,10 +1,9 @@
 //! One pass over `/proc` for processes that carry an ownership marker. No child process is
 //! started; one file is open at a time; unreadable processes are skipped.
 
-use std::fs;
-
 use reconcile_core::{Marker, ProcessIdentity};
 
+use crate::identity::pids;
 use crate::{Error, identity, owner_marker};
 
 /// A process with a `RECONCILE_OWNER` marker.
@@ -26,19 +25,8 @@ pub struct Scan {
 /// Every process with a marker, other than this one.
 pub fn scan_markers(boot_id: &str) -> Result<Scan, Error> {
     let me = std::process::id();
-    let entries = fs::read_dir("/proc").map_err(|source| Error::Read {
-        path: "/proc".into(),
-        source,
-    })?;
     let mut scan = Scan::default();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
+    for pid in pids()? {
         scan.scanned += 1;
         if pid == me {
             continue;
