@@ -100,6 +100,11 @@ impl Home {
         self.root.join("logs")
     }
 
+    /// The daemon's stdout and stderr when a launcher started it (start-up errors land here).
+    pub fn daemon_output(&self) -> PathBuf {
+        self.logs().join("reconciled.out")
+    }
+
     /// Where new session worktrees are created, one directory per session.
     pub fn worktrees(&self) -> PathBuf {
         self.root.join("worktrees")

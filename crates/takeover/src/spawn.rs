@@ -11,9 +11,6 @@ use reconcile_home::{HOME_VAR, Home, PORT_VAR};
 use crate::Error;
 use crate::run::Config;
 
-/// The daemon's stdout and stderr, next to its log.
-const OUTPUT_FILE: &str = "reconciled.out";
-
 pub(crate) fn spawn(config: &Config) -> Result<Child, Error> {
     let spawn_error = |source| Error::Spawn {
         path: config.daemon.clone(),
@@ -22,7 +19,7 @@ pub(crate) fn spawn(config: &Config) -> Result<Child, Error> {
     let out = File::options()
         .create(true)
         .append(true)
-        .open(config.home.logs().join(OUTPUT_FILE))
+        .open(config.home.daemon_output())
         .map_err(spawn_error)?;
     let err = out.try_clone().map_err(spawn_error)?;
     let child = Command::new(&config.daemon)
@@ -78,7 +75,7 @@ pub fn last_log_lines(home: &Home, n: usize) -> String {
             .map(|e| e.path())
     });
     let mut lines = Vec::new();
-    for path in newest_log.into_iter().chain([logs.join(OUTPUT_FILE)]) {
+    for path in newest_log.into_iter().chain([home.daemon_output()]) {
         if let Ok(text) = fs::read_to_string(&path) {
             let tail: Vec<&str> = text.lines().rev().take(n).collect();
             lines.extend(tail.into_iter().rev().map(|l| format!("  {l}")));
