@@ -1,7 +1,7 @@
 //! The orphan pass: find processes that ended sessions left running (by their ownership
 //! marker, not by parent links or process groups), and stop them with proof of identity.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use reconcile_core::{
@@ -34,14 +34,17 @@ pub(crate) fn reap_orphans(store: &Store, host: &Host, warnings: &mut Vec<Warnin
     })
 }
 
-/// Stop every process a session that is ending left running (its tmux session is already gone).
-pub(crate) fn reap_session(
+/// Stop every process that sessions which are ending left running (their tmux sessions are
+/// already gone). One scan, however many sessions.
+pub(crate) fn reap_sessions(
     host: &Host,
-    session: &SessionId,
+    sessions: &HashSet<SessionId>,
     warnings: &mut Vec<Warning>,
 ) -> OrphanPass {
     reap_where(host, warnings, |marker| {
-        let state = (marker.session == *session).then_some(SessionState::Terminated);
+        let state = sessions
+            .contains(&marker.session)
+            .then_some(SessionState::Terminated);
         match decide_orphan(marker, &host.instance_id, state) {
             // Other sessions of ours are none of this stop's business.
             OrphanDecision::KeepUnknownSession => OrphanDecision::KeepRunning,

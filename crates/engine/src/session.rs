@@ -129,7 +129,8 @@ pub fn stop_session(store: &Store, host: &Host, id: &SessionId) -> Result<Sessio
         // Its tmux session is gone; what it started and detached goes too, before its work is
         // captured, so the capture is not racing a running process.
         let mut warnings = Vec::new();
-        let counts = crate::orphans::reap_session(host, id, &mut warnings).counts;
+        let ending = std::collections::HashSet::from([id.clone()]);
+        let counts = crate::orphans::reap_sessions(host, &ending, &mut warnings).counts;
         for w in &warnings {
             tracing::warn!(session = %id, message = %w.message, "orphan of a stopped session survived");
         }
@@ -165,14 +166,14 @@ pub fn stop_session(store: &Store, host: &Host, id: &SessionId) -> Result<Sessio
 /// saved, and the next boot adopts them if they still run.
 pub fn save_all(store: &Store, host: &Host) -> Result<Vec<(SessionId, String)>, Error> {
     let mut failed = Vec::new();
+    let mut torn_down = std::collections::HashSet::new();
     for session in store.in_states(&[SessionState::Running])? {
         let runtime = complete(host, &session);
         store.mark_saved(&session.id, now_ms())?;
         failpoint::hit("save.after_mark");
         let (outcome, error) = runtime::stop(host, &runtime);
         if outcome != StopOutcome::Failed {
-            // Torn down means everything it runs, detached processes included.
-            crate::orphans::reap_session(host, &session.id, &mut Vec::new());
+            torn_down.insert(session.id.clone());
         }
         let seen = if outcome == StopOutcome::NotFound {
             Evidence::ConfirmedDead
@@ -186,6 +187,10 @@ pub fn save_all(store: &Store, host: &Host) -> Result<Vec<(SessionId, String)>, 
         } else {
             tracing::info!(session = %session.id, "session saved for restore");
         }
+    }
+    if !torn_down.is_empty() {
+        // Torn down means everything they ran, detached processes included: one scan for all.
+        crate::orphans::reap_sessions(host, &torn_down, &mut Vec::new());
     }
     Ok(failed)
 }

@@ -81,3 +81,29 @@ fn save_all_tears_down_and_the_next_reconcile_restores() {
     assert_eq!(names, want);
     assert_settled(&f);
 }
+
+#[test]
+fn save_all_tears_down_what_sessions_detached_too() {
+    let f = Fixture::new("savedetached");
+    let dir = f.path("leaky");
+    fs::create_dir_all(&dir).unwrap();
+    f.start(&reconcile_testkit::leaky_script(&dir), None);
+    let boot = reconcile_proc::boot_id().unwrap();
+    let procs: Vec<_> = reconcile_testkit::leaky_pids(&dir)
+        .into_iter()
+        .map(|(_, pid)| reconcile_proc::identity(&boot, pid).unwrap().unwrap())
+        .collect();
+    assert!(save_all(&f.store, &f.host).unwrap().is_empty());
+    let alive = |id: &reconcile_core::ProcessIdentity| {
+        reconcile_proc::identity(&boot, id.pid)
+            .ok()
+            .flatten()
+            .as_ref()
+            == Some(id)
+    };
+    reconcile_testkit::wait_for(
+        "the detached processes to be gone",
+        crate::fixture::LONG,
+        || !procs.iter().any(alive),
+    );
+}
