@@ -245,10 +245,17 @@ impl Drop for Env {
             let _ = child.kill();
             let _ = child.wait();
         }
+        let boot = reconcile_proc::boot_id().unwrap_or_default();
         // A daemon a takeover started is not our child: stop it through its verified identity.
         if let Some(identity) = self.daemon_identity() {
-            let boot = reconcile_proc::boot_id().unwrap_or_default();
             let _ = reconcile_proc::stop_process_group(&boot, &identity, Duration::from_secs(5));
+        }
+        // Whatever this test's sessions left running, even when the test failed.
+        let db = self.home.join("reconcile.db");
+        if db.exists()
+            && let Ok(instance) = reconcile_store::Store::open(&db).and_then(|s| s.instance_id())
+        {
+            reconcile_proc::reap_instance(&boot, &instance, Duration::from_secs(1));
         }
     }
 }

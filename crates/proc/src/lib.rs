@@ -10,7 +10,7 @@ mod signal;
 
 pub use identity::{boot_id, identity, observe, owner_marker};
 pub use port::{Holder, PortHolder, port_holder};
-pub use reap::{Reaped, Target, reap};
+pub use reap::{Reaped, Target, reap, reap_instance};
 pub use run::{ChildCount, run};
 pub use scan::{Marked, Scan, scan_markers};
 pub use signal::{Stopped, stop_process, stop_process_group};

@@ -37,6 +37,22 @@ pub struct Reaped {
     pub failed: Vec<u32>,
 }
 
+/// Stop every process whose marker names `instance`, for tests cleaning up what they started.
+pub fn reap_instance(boot_id: &str, instance: &str, grace: Duration) -> Reaped {
+    let prefix = format!("{instance}/");
+    let targets: Vec<Target> = crate::scan_markers(boot_id)
+        .map(|scan| scan.marked)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.marker.starts_with(&prefix))
+        .map(|m| Target {
+            identity: m.identity,
+            marker: m.marker,
+        })
+        .collect();
+    reap(boot_id, &targets, grace)
+}
+
 /// Stop every target that is still exactly what was recorded.
 pub fn reap(boot_id: &str, targets: &[Target], grace: Duration) -> Reaped {
     let mut reaped = Reaped::default();

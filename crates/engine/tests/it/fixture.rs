@@ -92,6 +92,18 @@ impl Fixture {
     }
 }
 
+impl Drop for Fixture {
+    /// Stop whatever this test's sessions left running (even when it failed); the tmux server
+    /// goes with the socket guard.
+    fn drop(&mut self) {
+        reconcile_proc::reap_instance(
+            &self.host.boot_id,
+            &self.host.instance_id,
+            Duration::from_secs(1),
+        );
+    }
+}
+
 /// Assert that a second reconcile takes no action and raises no warning.
 pub fn assert_settled(f: &Fixture) {
     let again = f.reconcile();
