@@ -385,3 +385,24 @@ fn supervise_gives_up_on_a_crash_loop() {
     );
     let _ = Duration::ZERO;
 }
+
+#[test]
+fn a_daemon_started_from_inside_a_session_carries_neither_its_marker_nor_its_token() {
+    let env = Env::new("tk-insidesession");
+    let out = env
+        .command(&bin("reconcile"))
+        .args(["takeover", "--json"])
+        .env("RECONCILE_OWNER", "someinstance/somesession")
+        .env("RECONCILE_RESUME_TOKEN", "INSIDE-TOKEN-99")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out: Value = serde_json::from_str(&ok(out)).unwrap();
+    let environ = fs::read(format!("/proc/{}/environ", out["pid"])).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(
+        !environ.contains("RECONCILE_OWNER") && !environ.contains("INSIDE-TOKEN-99"),
+        "{environ}"
+    );
+    assert!(environ.contains("RECONCILE_HOME="), "{environ}");
+}

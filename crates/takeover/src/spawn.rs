@@ -25,6 +25,10 @@ pub(crate) fn spawn(config: &Config) -> Result<Child, Error> {
     let child = Command::new(&config.daemon)
         .env(HOME_VAR, config.home.root())
         .env(PORT_VAR, config.port.to_string())
+        // Started from inside a session, the launcher carries that session's marker and token;
+        // the daemon must not, or it would count as one of that session's processes.
+        .env_remove(reconcile_core::OwnerMarker::VAR)
+        .env_remove("RECONCILE_RESUME_TOKEN")
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
