@@ -79,6 +79,18 @@ impl Env {
             .unwrap()
     }
 
+    /// Start `reconciled` with `RECONCILE_FAILPOINT` naming the step at which it will SIGKILL
+    /// itself (the test binaries are built with failpoints).
+    pub fn spawn_daemon_at(&self, failpoint: &str) -> Child {
+        self.command(&bin("reconciled"))
+            .env("RECONCILE_FAILPOINT", failpoint)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
     /// Start the daemon and wait until `/readyz` answers 200.
     pub fn start(&mut self) -> &mut Env {
         assert!(self.daemon.is_none(), "a daemon of this test already runs");

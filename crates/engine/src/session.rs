@@ -125,6 +125,7 @@ pub fn stop_session(store: &Store, host: &Host, id: &SessionId) -> Result<Sessio
     }
     let runtime = complete(host, &session);
     let (outcome, error) = runtime::stop(host, &runtime);
+    failpoint::hit("stop.after_destroy");
     if outcome != StopOutcome::Failed {
         // Its tmux session is gone; what it started and detached goes too, before its work is
         // captured, so the capture is not racing a running process.
@@ -188,6 +189,7 @@ pub fn save_all(store: &Store, host: &Host) -> Result<Vec<(SessionId, String)>, 
             tracing::info!(session = %session.id, "session saved for restore");
         }
     }
+    failpoint::hit("save.after_teardown");
     if !torn_down.is_empty() {
         // Torn down means everything they ran, detached processes included: one scan for all.
         crate::orphans::reap_sessions(host, &torn_down, &mut Vec::new());
