@@ -9,6 +9,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use reconcile_api::{Client, RunFile, read_run_file};
+
+#[path = "chaos.rs"]
+pub mod chaos;
 use reconcile_testkit::{TmuxSocket, wait_for};
 
 /// Generous: CI runs on two busy cores.
@@ -97,6 +100,14 @@ impl Env {
         self.daemon = Some(self.spawn_daemon());
         self.wait_ready();
         self
+    }
+
+    /// Stop tracking the daemon this test started (a takeover replaced it); reap it if it exited.
+    pub fn forget_daemon(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            let _ = child.try_wait();
+            std::mem::forget(child);
+        }
     }
 
     /// Take charge of a daemon started with `spawn_daemon` (killed on drop).

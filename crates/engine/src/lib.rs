@@ -5,7 +5,6 @@
 //! Every decision is made by `reconcile_core::classify`; this crate gathers the evidence, applies
 //! the decision, and records what happened.
 
-mod failpoint;
 mod host;
 mod orphans;
 mod reconcile;

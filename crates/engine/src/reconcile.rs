@@ -12,10 +12,10 @@ use reconcile_store::Store;
 use reconcile_tmux::Create;
 
 use crate::Error;
-use crate::failpoint;
 use crate::host::{Host, now_ms};
 use crate::runtime::{self, recorded};
 use crate::session;
+use reconcile_proc::failpoint;
 
 /// Reconcile the store against reality: adopt what survived, preserve and end what died, reap
 /// what leaked, restore what a clean shutdown saved. A failure on one row is recorded in the
@@ -68,6 +68,7 @@ fn orphan_pass(store: &Store, host: &Host, report: &mut Report) {
     let started = Instant::now();
     let children_before = host.children.get();
     let mut warnings = Vec::new();
+    failpoint::hit("orphans.before_scan");
     let pass = crate::orphans::reap_orphans(store, host, &mut warnings);
     for w in warnings {
         report.warn(w);

@@ -14,9 +14,9 @@ use reconcile_store::{NewSession, Store};
 use reconcile_tmux::Create;
 
 use crate::Error;
-use crate::failpoint;
 use crate::host::{Host, now_ms};
 use crate::runtime;
+use reconcile_proc::failpoint;
 
 /// What a caller asks for when starting a session.
 #[derive(Clone, Debug)]

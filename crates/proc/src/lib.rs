@@ -1,6 +1,7 @@
 //! Processes as Reconcile sees them: identities and ownership markers read from `/proc`, and
 //! child processes (tmux, git) run with a deadline and counted.
 
+pub mod failpoint;
 mod identity;
 mod port;
 mod reap;

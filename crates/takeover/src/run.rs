@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use reconcile_api::remove_run_file_if_ours;
 use reconcile_core::{ReplaceBecause, TakeoverPlan, plan_daemon_takeover};
 use reconcile_home::Home;
-use reconcile_proc::{Holder, port_holder};
+use reconcile_proc::{Holder, failpoint, port_holder};
 use serde::Serialize;
 
 use crate::{Error, lock, observe, spawn};
@@ -101,6 +101,7 @@ fn drive(
     let started = Instant::now();
     config.home.ensure()?;
     let _lock = lock(&config.home, LOCK_TIMEOUT)?;
+    failpoint::hit("takeover.after_lock");
     let boot_id = reconcile_proc::boot_id()?;
     let mut action = Action::Reused;
     let mut child = None;
@@ -152,6 +153,7 @@ fn drive(
                         source,
                     },
                 )?;
+                failpoint::hit("takeover.after_stop");
                 wait_port_free(config, &boot_id)?;
                 remove_run_file_if_ours(&config.home.run_file(), daemon.pid);
                 action = Action::Replaced;
@@ -165,6 +167,7 @@ fn drive(
                 }
                 progress(Progress::Spawning);
                 let spawned = spawn::spawn(config)?;
+                failpoint::hit("takeover.after_spawn");
                 progress(Progress::Reconciling { pid: spawned.id() });
                 child = Some(spawn::wait_ready(config, spawned)?);
                 if action == Action::Reused {
