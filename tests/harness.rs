@@ -220,6 +220,29 @@ impl Env {
         reconcile_testkit::repo(self.dir.path())
     }
 
+    /// Start a session running `sh -c script` through the CLI; its id.
+    pub fn session(&self, script: &str) -> String {
+        let repo = self.repo().display().to_string();
+        ok(self.cli(&["session", "new", "--repo", &repo, "--", "sh", "-c", script]))
+            .trim()
+            .to_owned()
+    }
+
+    /// Start `n` sessions running `sleep 3600` through the API (no CLI process each).
+    pub fn sleeping_sessions(&self, n: usize) {
+        let repo = self.repo().display().to_string();
+        let client = self.client();
+        for _ in 0..n {
+            client
+                .create(&reconcile_api::CreateSession {
+                    repo: repo.clone(),
+                    command: vec!["sleep".into(), "3600".into()],
+                    ..Default::default()
+                })
+                .unwrap();
+        }
+    }
+
     /// Every log file's text.
     pub fn logs(&self) -> String {
         let mut all = String::new();

@@ -5,7 +5,6 @@
 
 use std::time::{Duration, Instant};
 
-use reconcile_api::CreateSession;
 use reconcile_e2e::Env;
 
 const SESSIONS: usize = 100;
@@ -33,17 +32,7 @@ fn rss_kib(pid: u32) -> u64 {
 fn main() {
     let env = Env::new("bench-idle");
     env.takeover();
-    let repo = env.repo().display().to_string();
-    let client = env.client();
-    for _ in 0..SESSIONS {
-        client
-            .create(&CreateSession {
-                repo: repo.clone(),
-                command: vec!["sleep".into(), "3600".into()],
-                ..Default::default()
-            })
-            .unwrap();
-    }
+    env.sleeping_sessions(SESSIONS);
     let daemon = env.daemon_identity().unwrap().pid;
     let tmux = env.socket.server_pid().unwrap();
     let ticks_per_second = 100.0; // USER_HZ on Linux

@@ -8,7 +8,6 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use reconcile_api::CreateSession;
 use reconcile_e2e::{Env, bin, ok};
 
 fn timed(env: &Env, args: &[&str]) -> Duration {
@@ -62,17 +61,7 @@ fn main() {
     );
 
     // Replace: a stopped daemon holding 100 sessions.
-    let repo = env.repo().display().to_string();
-    let client = env.client();
-    for _ in 0..100 {
-        client
-            .create(&CreateSession {
-                repo: repo.clone(),
-                command: vec!["sleep".into(), "3600".into()],
-                ..Default::default()
-            })
-            .unwrap();
-    }
+    env.sleeping_sessions(100);
     let replace = median(
         (0..5)
             .map(|_| {

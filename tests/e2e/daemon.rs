@@ -8,20 +8,13 @@ use std::time::Duration;
 use reconcile_e2e::{DEADLINE, Env, count, ok, report_json};
 use reconcile_testkit::{sh, wait_for};
 
-fn new_session(env: &Env, repo: &std::path::Path, script: &str) -> String {
-    let repo = repo.display().to_string();
-    ok(env.cli(&["session", "new", "--repo", &repo, "--", "sh", "-c", script]))
-        .trim()
-        .to_owned()
-}
-
 #[test]
 fn after_sigkill_the_next_daemon_adopts_the_living_and_preserves_the_dead() {
     let mut env = Env::new("e2e-crash");
     env.start();
     let repo = env.repo();
-    let alive = new_session(&env, &repo, "exec sleep 600");
-    let dead = new_session(&env, &repo, "exec sleep 600");
+    let alive = env.session("exec sleep 600");
+    let dead = env.session("exec sleep 600");
     let dead_view = env.client().session(&dead).unwrap();
     fs::write(
         format!("{}/unsaved.txt", dead_view.worktree),
@@ -114,8 +107,7 @@ fn the_run_file_has_every_field_mode_0600_and_the_daemon_leads_its_group() {
 fn sigterm_leaves_sessions_running_and_the_next_daemon_adopts_them() {
     let mut env = Env::new("e2e-term");
     env.start();
-    let repo = env.repo();
-    let id = new_session(&env, &repo, "exec sleep 600");
+    let id = env.session("exec sleep 600");
     let status = env.sigterm();
     assert!(status.success(), "graceful exit: {status}");
     assert!(
@@ -137,11 +129,10 @@ fn sigterm_leaves_sessions_running_and_the_next_daemon_adopts_them() {
 fn stop_with_sessions_saves_them_and_the_next_start_restores_them() {
     let mut env = Env::new("e2e-save");
     env.start();
-    let repo = env.repo();
     let marker = env.dir.path().join("launches");
     let script = format!("echo launched >> {}; exec sleep 600", marker.display());
-    let a = new_session(&env, &repo, &script);
-    let b = new_session(&env, &repo, &script);
+    let a = env.session(&script);
+    let b = env.session(&script);
     let out = ok(env.cli(&["daemon", "stop", "--stop-sessions"]));
     assert!(out.contains("saved"), "{out}");
     assert!(env.wait_exit().success());
@@ -191,8 +182,7 @@ fn a_running_daemon_notices_a_dead_session_and_announces_it() {
     use std::io::{BufRead, BufReader};
     let mut env = Env::new("e2e-sweep");
     env.start();
-    let repo = env.repo();
-    let id = new_session(&env, &repo, "exec sleep 600");
+    let id = env.session("exec sleep 600");
     let events = reqwest::blocking::Client::builder()
         .timeout(DEADLINE)
         .build()
@@ -231,8 +221,7 @@ fn a_running_daemon_notices_a_dead_session_and_announces_it() {
 fn healthz_at_once_readyz_after_reconcile_even_with_tmux_wedged() {
     let mut env = Env::new("e2e-ready");
     env.start();
-    let repo = env.repo();
-    let id = new_session(&env, &repo, "exec sleep 600");
+    let id = env.session("exec sleep 600");
     env.kill9();
     let frozen = env.socket.freeze();
 

@@ -11,19 +11,7 @@ use reconcile_testkit::{leaky_pids, leaky_script, wait_for};
 fn leaky(env: &Env) -> (String, Vec<ProcessIdentity>) {
     let dir = env.dir.path().join("leaky");
     std::fs::create_dir_all(&dir).unwrap();
-    let repo = env.repo().display().to_string();
-    let id = ok(env.cli(&[
-        "session",
-        "new",
-        "--repo",
-        &repo,
-        "--",
-        "sh",
-        "-c",
-        &leaky_script(&dir),
-    ]))
-    .trim()
-    .to_owned();
+    let id = env.session(&leaky_script(&dir));
     let boot = reconcile_proc::boot_id().unwrap();
     let procs = leaky_pids(&dir)
         .into_iter()
@@ -70,19 +58,7 @@ fn session_stop_ends_every_process_the_session_started() {
     env.start();
     let (id, procs) = leaky(&env);
     let others = bystanders(&id);
-    let repo = env.repo().display().to_string();
-    let keeper = ok(env.cli(&[
-        "session",
-        "new",
-        "--repo",
-        &repo,
-        "--",
-        "sh",
-        "-c",
-        "nohup sleep 600 >/dev/null 2>&1 & exec sleep 600",
-    ]))
-    .trim()
-    .to_owned();
+    let keeper = env.session("nohup sleep 600 >/dev/null 2>&1 & exec sleep 600");
 
     ok(env.cli(&["session", "stop", &id]));
     wait_for(
