@@ -275,6 +275,33 @@ impl Env {
     }
 }
 
+/// Wait on `pid`'s pidfd until it exits (`true`) or `timeout` passes (`false`).
+pub fn exits_within(pid: u32, timeout: Duration) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let Some(pid) = rustix::process::Pid::from_raw(pid as i32) else {
+        return true;
+    };
+    let Ok(pidfd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) else {
+        return true;
+    };
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let wait = Timespec {
+            tv_sec: left.as_secs() as _,
+            tv_nsec: left.subsec_nanos() as _,
+        };
+        let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+        let _ = poll(&mut fds, Some(&wait));
+        if fds[0].revents().contains(PollFlags::IN) {
+            return true;
+        }
+        if left.is_zero() {
+            return false;
+        }
+    }
+}
+
 /// Whether `identity` names a live process (same pid, start ticks and boot).
 pub fn alive(identity: &reconcile_core::ProcessIdentity) -> bool {
     let boot = reconcile_proc::boot_id().unwrap();

@@ -38,8 +38,11 @@ fn main() {
     let ticks_per_second = 100.0; // USER_HZ on Linux
     let (d0, t0) = (cpu_ticks(daemon), cpu_ticks(tmux));
     let started = Instant::now();
-    // The measurement window itself: the daemon is left alone for 60 s.
-    std::thread::sleep(WINDOW);
+    // The measurement window: the daemon is left alone for 60 s, watched through its pidfd.
+    assert!(
+        !reconcile_e2e::exits_within(daemon, WINDOW),
+        "the daemon exited during the window"
+    );
     let seconds = started.elapsed().as_secs_f64();
     let (d1, t1) = (cpu_ticks(daemon), cpu_ticks(tmux));
     let cpu = |a: u64, b: u64| (b - a) as f64 / ticks_per_second / seconds * 100.0;

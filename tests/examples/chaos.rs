@@ -141,8 +141,9 @@ fn main() {
             ][rng.below(3) as usize];
             let delay = Duration::from_millis(rng.below(300));
             let mut op = operate(&env, operation, &victim);
-            // Chaos timing, not a wait: the crash lands wherever the operation has got to.
-            std::thread::sleep(delay);
+            // The crash lands wherever the operation has got to after `delay`, or right after it
+            // finished if it was quicker.
+            reconcile_e2e::exits_within(op.id(), delay);
             env.kill9();
             let _ = op.wait();
             format!("SIGKILL {} ms into {operation:?}", delay.as_millis())
