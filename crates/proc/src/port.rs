@@ -32,34 +32,24 @@ pub enum Holder {
 }
 
 /// Find who listens on `port` on loopback or on every address (IPv4 or IPv6).
+///
+/// The tables can be caught mid-change: between fork and exec a child shares its parent's
+/// socket, and a socket being closed can still be listed with no process holding it. Such a look
+/// is taken again, a few times, before the holder is called unidentifiable.
 pub fn port_holder(boot_id: &str, port: u16) -> Result<Holder, Error> {
-    let mut inodes = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let text = match fs::read_to_string(table) {
-            Ok(text) => text,
-            // No IPv6 on this kernel.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(source) => {
-                return Err(Error::Read {
-                    path: table.into(),
-                    source,
-                });
-            }
-        };
-        inodes.extend(listening_inodes(&text, port));
-    }
-    if inodes.is_empty() {
-        return Ok(Holder::Nobody);
-    }
-    // Between fork and exec a child of the holder shares its descriptors for an instant: look
-    // again before calling a socket held by several processes unidentifiable.
-    let mut owners = socket_owners(&inodes)?;
-    for _ in 0..20 {
-        if owners.len() <= 1 {
+    let mut owners = Vec::new();
+    for attempt in 0..20 {
+        if attempt > 0 {
+            std::thread::park_timeout(std::time::Duration::from_millis(5));
+        }
+        let inodes = listening(port)?;
+        if inodes.is_empty() {
+            return Ok(Holder::Nobody);
+        }
+        owners = socket_owners(&inodes)?;
+        if owners.len() == 1 {
             break;
         }
-        std::thread::park_timeout(std::time::Duration::from_millis(5));
-        owners = socket_owners(&inodes)?;
     }
     let [pid] = owners[..] else {
         return Ok(Holder::Unknown);
@@ -76,6 +66,26 @@ pub fn port_holder(boot_id: &str, port: u16) -> Result<Holder, Error> {
         exe,
         program,
     }))
+}
+
+/// Inodes of the sockets listening on `port` on loopback or on every address.
+fn listening(port: u16) -> Result<Vec<u64>, Error> {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = match fs::read_to_string(table) {
+            Ok(text) => text,
+            // No IPv6 on this kernel.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => {
+                return Err(Error::Read {
+                    path: table.into(),
+                    source,
+                });
+            }
+        };
+        inodes.extend(listening_inodes(&text, port));
+    }
+    Ok(inodes)
 }
 
 /// The processes with a descriptor on any of the socket `inodes`.
