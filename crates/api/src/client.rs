@@ -8,6 +8,7 @@ use reqwest::StatusCode;
 use reqwest::blocking::{RequestBuilder, Response};
 use serde::de::DeserializeOwned;
 
+use crate::pool::{AcquireLease, LeaseView, OpenWindow, Released, WindowView};
 use crate::runfile::{RunFileError, read_run_file};
 use crate::wire::{CreateSession, ErrorBody, Health, ReportView, SessionView, StopDaemon};
 
@@ -141,6 +142,41 @@ impl Client {
 
     pub fn report(&self) -> Result<ReportView, ClientError> {
         self.json(self.get("/v1/report"))
+    }
+
+    pub fn windows(&self) -> Result<Vec<WindowView>, ClientError> {
+        self.json(self.get("/v1/windows"))
+    }
+
+    pub fn window(&self, id: &str) -> Result<WindowView, ClientError> {
+        self.json(self.get(&format!("/v1/windows/{id}")))
+    }
+
+    pub fn open_window(&self, request: &OpenWindow) -> Result<WindowView, ClientError> {
+        self.json(self.post("/v1/windows").json(request))
+    }
+
+    pub fn close_window(&self, id: &str) -> Result<WindowView, ClientError> {
+        self.json(self.post(&format!("/v1/windows/{id}/close")))
+    }
+
+    pub fn acquire_lease(
+        &self,
+        window: &str,
+        request: &AcquireLease,
+    ) -> Result<LeaseView, ClientError> {
+        self.json(
+            self.post(&format!("/v1/windows/{window}/leases"))
+                .json(request),
+        )
+    }
+
+    pub fn renew_lease(&self, id: &str) -> Result<LeaseView, ClientError> {
+        self.json(self.post(&format!("/v1/leases/{id}/renew")))
+    }
+
+    pub fn release_lease(&self, id: &str) -> Result<Released, ClientError> {
+        self.json(self.post(&format!("/v1/leases/{id}/release")))
     }
 
     pub fn stop_daemon(&self, stop_sessions: bool) -> Result<(), ClientError> {

@@ -5,10 +5,12 @@
 //! edge, so a field added to a domain type never leaks onto the wire by accident.
 
 mod client;
+mod pool;
 mod runfile;
 mod wire;
 
 pub use client::{Client, ClientError};
+pub use pool::{AcquireLease, LeaseView, OpenWindow, Released, SlotView, WindowView};
 pub use runfile::{RunFile, RunFileError, read_run_file, remove_run_file_if_ours, write_run_file};
 pub use wire::{
     CreateSession, ErrorBody, ErrorCode, Event, Health, Ready, ReportView, SessionView, StopDaemon,

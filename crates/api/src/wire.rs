@@ -140,6 +140,8 @@ pub enum ErrorCode {
     NotFound,
     Conflict,
     NotReady,
+    /// The window has no free slot right now.
+    NoFreeSlot,
     Unsupported,
     Internal,
 }
@@ -162,6 +164,8 @@ pub enum Event {
         kind: String,
         report: Option<Report>,
     },
+    /// A window was opened, provisioned a slot, or changed: its whole pool as it is now.
+    Window { window: crate::WindowView },
     /// The daemon is shutting down.
     Stopping { stop_sessions: bool },
 }
@@ -171,6 +175,7 @@ impl Event {
         match self {
             Event::Session { .. } => "session",
             Event::Reconcile { .. } => "reconcile",
+            Event::Window { .. } => "window",
             Event::Stopping { .. } => "stopping",
         }
     }

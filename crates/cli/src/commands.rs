@@ -1,7 +1,6 @@
 //! The commands: each finds the daemon, makes its requests, prints for a person or as JSON.
 
 use std::io::Read;
-use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
@@ -11,7 +10,7 @@ use reconcile_home::Home;
 
 const START_HINT: &str = "start one with `reconcile takeover`";
 
-fn client() -> anyhow::Result<Client> {
+pub fn client() -> anyhow::Result<Client> {
     let home = Home::from_env()?;
     match Client::from_home(&home) {
         Ok(client) => Ok(client),
@@ -21,7 +20,7 @@ fn client() -> anyhow::Result<Client> {
 }
 
 /// Turn "cannot connect" into advice.
-fn explain(e: ClientError) -> anyhow::Error {
+pub fn explain(e: ClientError) -> anyhow::Error {
     match e {
         ClientError::Unreachable { port, .. } => {
             anyhow::anyhow!(
@@ -33,7 +32,7 @@ fn explain(e: ClientError) -> anyhow::Error {
 }
 
 pub fn session_new(
-    repo: String,
+    repo: Option<String>,
     name: Option<String>,
     window: Option<String>,
     resume_token: Option<String>,
@@ -53,13 +52,14 @@ pub fn session_new(
         }
         _ => resume_token,
     };
-    // The daemon runs elsewhere: send an absolute path.
-    let repo = std::fs::canonicalize(&repo).unwrap_or_else(|_| {
-        std::env::current_dir().map_or_else(|_| PathBuf::from(&repo), |cwd| cwd.join(&repo))
-    });
+    let repo = match (&repo, &window) {
+        (Some(repo), _) => crate::window::absolute(repo).display().to_string(),
+        (None, Some(_)) => String::new(),
+        (None, None) => bail!("give --repo PATH (or --window ID to take a warm slot)"),
+    };
     let view = client()?
         .create(&CreateSession {
-            repo: repo.display().to_string(),
+            repo,
             name,
             command,
             resume_token,

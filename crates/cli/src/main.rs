@@ -3,6 +3,7 @@
 //! Every error ends in `main`, printed once, with exit code 1.
 
 mod commands;
+mod window;
 
 use std::process::ExitCode;
 
@@ -34,6 +35,9 @@ enum Command {
     /// Start, list and stop sessions.
     #[command(subcommand)]
     Session(SessionCommand),
+    /// Windows: a warm pool of worktrees on one repository that sessions start from at once.
+    #[command(subcommand)]
+    Window(WindowCommand),
     /// The last reconcile report: counts by evidence and decision, warnings, durations.
     Report {
         #[arg(long)]
@@ -53,9 +57,10 @@ enum Command {
 enum SessionCommand {
     /// Start COMMAND in a new worktree of REPO, in its own tmux session; prints the session id.
     New {
-        /// The git repository to make the session's worktree from.
+        /// The git repository to make the session's worktree from (with --window, optional:
+        /// the window's repository).
         #[arg(long)]
-        repo: String,
+        repo: Option<String>,
         /// A name to show in listings.
         #[arg(long)]
         name: Option<String>,
@@ -78,6 +83,34 @@ enum SessionCommand {
     /// Preserve the session's uncommitted work, stop it and everything it runs, mark it
     /// terminated. The worktree stays.
     Stop { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+enum WindowCommand {
+    /// Open a window on REPO keeping N warm slots (worktrees on fresh branches) ready; provisions
+    /// in the background and prints the window id.
+    Open {
+        #[arg(long)]
+        repo: String,
+        #[arg(long)]
+        slots: u32,
+        #[arg(long)]
+        name: Option<String>,
+        /// Return only once every slot is ready.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits, in seconds.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
+    /// List windows and their pools.
+    Ls {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Close a window: release its leases, remove its unused clean slots; slots holding a
+    /// session's work stay until that session ends.
+    Close { id: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -110,6 +143,21 @@ fn main() -> ExitCode {
         }) => commands::session_new(repo, name, window, resume_token, command),
         Command::Session(SessionCommand::Ls { json }) => commands::session_ls(json),
         Command::Session(SessionCommand::Stop { id }) => commands::session_stop(&id),
+        Command::Window(WindowCommand::Open {
+            repo,
+            slots,
+            name,
+            wait,
+            timeout,
+        }) => window::open(
+            &repo,
+            slots,
+            name,
+            wait,
+            std::time::Duration::from_secs(timeout),
+        ),
+        Command::Window(WindowCommand::Ls { json }) => window::ls(json),
+        Command::Window(WindowCommand::Close { id }) => window::close(&id),
         Command::Report { json } => commands::report(json),
         Command::Daemon(DaemonCommand::Stop { stop_sessions }) => {
             commands::daemon_stop(stop_sessions)

@@ -9,6 +9,14 @@ pub enum Error {
     UnknownState { value: String },
     #[error("unknown runtime kind {value:?} (expected tmux, process or remote)")]
     UnknownRuntimeKind { value: String },
+    #[error("invalid {kind} id {value:?}: use 1 to 64 characters from a-z, 0-9 and '-'")]
+    InvalidId { kind: &'static str, value: String },
+    #[error("unknown {kind} state {value:?} (expected {expected})")]
+    UnknownPoolState {
+        kind: &'static str,
+        value: String,
+        expected: &'static str,
+    },
     #[error("invalid ownership marker {value:?}: expected <instance_id>/<session_id>")]
     InvalidMarker { value: String },
 }

@@ -9,6 +9,7 @@ mod error;
 mod evidence;
 mod model;
 mod orphan;
+mod pool;
 mod report;
 mod takeover;
 
@@ -22,6 +23,11 @@ pub use model::{
     TmuxHandle,
 };
 pub use orphan::{OrphanCounts, OrphanDecision, decide_orphan};
+pub use pool::{
+    Lease, LeaseDecision, LeaseId, LeaseReap, PoolCounts, ReleaseDecision, Slot, SlotDecision,
+    SlotId, SlotSeen, SlotState, Window, WindowDecision, WindowId, WindowSeen, WindowState,
+    WorktreeSeen, decide_lease, decide_release, decide_slot, decide_window, slots_to_provision,
+};
 pub use report::{Count, MAX_WARNINGS, Pass, PassReport, Report, Warning, WarningCode};
 pub use takeover::{
     HealthSeen, PortSeen, ReadySeen, RefuseBecause, ReplaceBecause, RunFacts, RunFileSeen,

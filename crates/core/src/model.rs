@@ -15,13 +15,7 @@ pub struct SessionId(String);
 
 impl SessionId {
     pub fn parse(value: &str) -> Result<SessionId, Error> {
-        let ok = !value.is_empty()
-            && value.len() <= 64
-            && !value.starts_with('-')
-            && value
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if ok {
+        if valid_id(value) {
             Ok(SessionId(value.to_owned()))
         } else {
             Err(Error::InvalidSessionId {
@@ -73,6 +67,17 @@ impl fmt::Debug for SessionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "SessionId({})", self.0)
     }
+}
+
+/// Ids are 1 to 64 characters of a-z, 0-9 and '-', not starting with '-': safe in tmux names,
+/// branch names, refs and paths.
+pub(crate) fn valid_id(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= 64
+        && !value.starts_with('-')
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// Where a session is in its life. Stored as the lowercase name.

@@ -9,6 +9,7 @@ use crate::classify::Disposition;
 use crate::evidence::Evidence;
 use crate::model::SessionId;
 use crate::orphan::OrphanCounts;
+use crate::pool::PoolCounts;
 
 /// At most this many individual warnings are kept; the rest are counted in `more_warnings`.
 pub const MAX_WARNINGS: usize = 20;
@@ -24,6 +25,8 @@ pub enum Pass {
     Restore,
     /// Processes that ended sessions left running.
     Orphans,
+    /// Leases, warm slots and windows (before any provisioning).
+    Pool,
 }
 
 impl Pass {
@@ -33,6 +36,7 @@ impl Pass {
             Pass::Reap => "reap",
             Pass::Restore => "restore",
             Pass::Orphans => "orphans",
+            Pass::Pool => "pool",
         }
     }
 }
@@ -68,6 +72,8 @@ pub enum WarningCode {
     OrphanScanFailed,
     /// An orphan survived SIGKILL, or could not be signalled.
     OrphanStopFailed,
+    /// A lease, slot or window could not be reconciled; it was left as it was.
+    PoolFailed,
 }
 
 /// One unexpected outcome, in words safe to show anywhere.
@@ -103,6 +109,9 @@ pub struct Report {
     /// The orphan pass, when one ran.
     #[serde(default)]
     pub orphans: Option<OrphanCounts>,
+    /// The pool pass, when one ran.
+    #[serde(default)]
+    pub pool: Option<PoolCounts>,
 }
 
 impl Report {
@@ -145,6 +154,7 @@ impl Report {
             .map(|c| c.count)
             .sum();
         rows + self.orphans.as_ref().map_or(0, OrphanCounts::reaped)
+            + self.pool.as_ref().map_or(0, PoolCounts::actions)
     }
 
     /// Rows with `disposition`, over every pass and evidence.
@@ -221,6 +231,26 @@ impl fmt::Display for Report {
                 o.kept_running,
                 o.kept_other_instance,
                 o.kept_unknown_session
+            )?;
+        }
+        if let Some(p) = &self.pool {
+            writeln!(
+                f,
+                "  pool: {} leases ({} kept, {} renewed, {} unowned reaped, {} stale reaped, {} released as their session ended); {} slots ({} kept, {} returned, {} removed, {} retired, {} half-made removed); {} windows closed; {} failed",
+                p.leases,
+                p.leases_kept,
+                p.leases_renewed,
+                p.leases_reaped_unowned,
+                p.leases_reaped_stale,
+                p.leases_released_session_ended,
+                p.slots,
+                p.slots_kept,
+                p.slots_returned,
+                p.slots_removed,
+                p.slots_retired,
+                p.slots_half_made_removed,
+                p.windows_closed,
+                p.failed
             )?;
         }
         if self.more_warnings > 0 {

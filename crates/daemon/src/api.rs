@@ -28,11 +28,12 @@ use subtle::ConstantTimeEq;
 use tokio_stream::wrappers::BroadcastStream;
 
 use crate::state::State;
+use crate::windows;
 
 /// Request bodies larger than this are refused.
 const BODY_LIMIT: usize = 64 * 1024;
 
-type Shared = Arc<State>;
+pub(crate) type Shared = Arc<State>;
 
 pub fn router(state: Shared) -> Router {
     let v1 = Router::new()
@@ -42,6 +43,12 @@ pub fn router(state: Shared) -> Router {
         .route("/report", get(report))
         .route("/daemon/stop", post(stop_daemon))
         .route("/events", get(events))
+        .route("/windows", get(windows::list).post(windows::open))
+        .route("/windows/{id}", get(windows::show))
+        .route("/windows/{id}/close", post(windows::close))
+        .route("/windows/{id}/leases", post(windows::acquire))
+        .route("/leases/{id}/renew", post(windows::renew))
+        .route("/leases/{id}/release", post(windows::release))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))
@@ -63,7 +70,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             code,
@@ -71,7 +78,7 @@ impl ApiError {
         }
     }
 
-    fn internal(context: &str, error: impl std::fmt::Display) -> ApiError {
+    pub(crate) fn internal(context: &str, error: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %error, "{context}");
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -110,6 +117,19 @@ impl From<EngineError> for ApiError {
             EngineError::CannotStop { .. } | EngineError::Store(Store::WrongState { .. }) => {
                 ApiError::new(StatusCode::CONFLICT, ErrorCode::Conflict, e.to_string())
             }
+            EngineError::InvalidSlots { .. }
+            | EngineError::InvalidOwner
+            | EngineError::InvalidTtl { .. }
+            | EngineError::WrongRepository { .. } => bad(ErrorCode::InvalidRequest, &e),
+            EngineError::NoSuchWindow { .. } | EngineError::NoSuchLease { .. } => {
+                ApiError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, e.to_string())
+            }
+            EngineError::WindowNotOpen { .. } | EngineError::SessionLease { .. } => {
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::Conflict, e.to_string())
+            }
+            EngineError::NoFreeSlot { .. } => {
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::NoFreeSlot, e.to_string())
+            }
             EngineError::StopFailed { id, .. } => ApiError::internal(
                 &format!("session {id} could not be stopped and was kept as it was"),
                 &e,
@@ -120,7 +140,7 @@ impl From<EngineError> for ApiError {
 }
 
 /// Parse a JSON body; unknown fields, bad JSON and oversized bodies are 4xx with the reason.
-fn parse<T: DeserializeOwned + Default>(
+pub(crate) fn parse<T: DeserializeOwned + Default>(
     body: Result<Bytes, BytesRejection>,
     empty_ok: bool,
 ) -> Result<T, ApiError> {
@@ -151,7 +171,7 @@ fn parse<T: DeserializeOwned + Default>(
     })
 }
 
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
@@ -315,6 +335,44 @@ async fn create(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<SessionView>), ApiError> {
     let request: CreateSession = parse(body, false)?;
+    accepting(&state)?;
+    let window = match request.window.as_deref() {
+        None => None,
+        Some(raw) => Some(windows::window_id(raw)?),
+    };
+    if request.repo.is_empty() && window.is_none() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidRequest,
+            "`repo` is required: the path of a git repository (or give a `window`)",
+        ));
+    }
+    let new = NewSessionRequest {
+        repo: request.repo.into(),
+        name: request.name,
+        command: request.command,
+        resume_token: request.resume_token.map(Secret::new),
+        window: window.clone(),
+    };
+    let view = blocking(move || {
+        let session = reconcile_engine::create_session(&state.writer(), &state.host, new)?;
+        let view = SessionView::new(&session, &state.tmux_socket);
+        state.emit(reconcile_api::Event::Session {
+            session: view.clone(),
+        });
+        if let Some(window) = &window {
+            // A slot was taken: announce the pool and have the provisioner refill it.
+            windows::announce(&state, window);
+            state.provision_soon();
+        }
+        Ok(view)
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// New sessions and windows are refused while the boot reconcile runs and once a stop began.
+pub(crate) fn accepting(state: &State) -> Result<(), ApiError> {
     if state.is_stopping() {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -329,36 +387,7 @@ async fn create(
             "the daemon is still reconciling; retry once /readyz answers 200",
         ));
     }
-    if request.window.is_some() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            ErrorCode::Unsupported,
-            "windows (warm pools) are not available in this build; leave out --window",
-        ));
-    }
-    if request.repo.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            ErrorCode::InvalidRequest,
-            "`repo` is required: the path of a git repository",
-        ));
-    }
-    let new = NewSessionRequest {
-        repo: request.repo.into(),
-        name: request.name,
-        command: request.command,
-        resume_token: request.resume_token.map(Secret::new),
-    };
-    let view = blocking(move || {
-        let session = reconcile_engine::create_session(&state.writer(), &state.host, new)?;
-        let view = SessionView::new(&session, &state.tmux_socket);
-        state.emit(reconcile_api::Event::Session {
-            session: view.clone(),
-        });
-        Ok(view)
-    })
-    .await?;
-    Ok((StatusCode::CREATED, Json(view)))
+    Ok(())
 }
 
 async fn stop(

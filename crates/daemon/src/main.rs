@@ -5,9 +5,11 @@
 
 mod api;
 mod logging;
+mod provision;
 mod serve;
 mod startup;
 mod state;
+mod windows;
 
 use std::process::ExitCode;
 

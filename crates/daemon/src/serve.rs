@@ -34,6 +34,7 @@ pub fn run() -> anyhow::Result<()> {
     startup::own_process_group()?;
     let writer = Store::open(&home.database())?;
     let reader = Store::open(&home.database())?;
+    let provisioner = Store::open(&home.database())?;
     let instance_id = writer.instance_id()?;
     let host = Host::new(home.clone(), &socket, instance_id.clone())?;
 
@@ -62,17 +63,22 @@ pub fn run() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let result = runtime.block_on(serve(state, listener));
+    let result = runtime.block_on(serve(state, listener, provisioner));
     remove_run_file_if_ours(&home.run_file(), pid);
     tracing::info!(pid, "reconciled stopped");
     result
 }
 
-async fn serve(state: Arc<State>, listener: std::net::TcpListener) -> anyhow::Result<()> {
+async fn serve(
+    state: Arc<State>,
+    listener: std::net::TcpListener,
+    provisioner: Store,
+) -> anyhow::Result<()> {
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     tokio::spawn(reconcile_then_sweep(state.clone()));
     tokio::spawn(stop_on_signal(state.clone()));
+    tokio::spawn(crate::provision::run(state.clone(), provisioner));
     let app = api::router(state.clone());
     let stopping = state.clone();
     let server =
@@ -169,6 +175,18 @@ fn sweep(state: &State, orphans: bool) -> Option<Report> {
             state.emit(Event::Session {
                 session: SessionView::new(&now, &state.tmux_socket),
             });
+        }
+    }
+    if report.pool.as_ref().is_some_and(|p| p.actions() > 0) {
+        match store.windows() {
+            Ok(windows) => {
+                drop(store);
+                for w in windows {
+                    crate::windows::announce(state, &w.id);
+                }
+                state.provision_soon();
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the windows to announce them"),
         }
     }
     tracing::debug!("sweep report:\n{report}");

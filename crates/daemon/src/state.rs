@@ -6,7 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 use reconcile_api::{Event, ReportView};
 use reconcile_engine::Host;
 use reconcile_store::Store;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{Notify, broadcast, watch};
 
 #[derive(Debug)]
 pub struct State {
@@ -25,6 +25,8 @@ pub struct State {
     report: Mutex<Option<ReportView>>,
     pub events: broadcast::Sender<Event>,
     shutdown: watch::Sender<bool>,
+    /// Wakes the provisioner: a window opened, or a slot was taken or released.
+    pub provision: Notify,
 }
 
 impl State {
@@ -47,6 +49,7 @@ impl State {
             report: Mutex::new(None),
             events: broadcast::channel(1024).0,
             shutdown: watch::channel(false).0,
+            provision: Notify::new(),
         }
     }
 
@@ -82,6 +85,11 @@ impl State {
     pub fn emit(&self, event: Event) {
         // No subscriber is not an error.
         let _ = self.events.send(event);
+    }
+
+    /// Have the provisioner look at the pools now rather than at its next tick.
+    pub fn provision_soon(&self) {
+        self.provision.notify_one();
     }
 
     pub fn is_stopping(&self) -> bool {

@@ -49,3 +49,15 @@ pub(crate) fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
+
+/// A fresh id for a session, window, slot or lease: 10 characters of Crockford base32 (50
+/// random bits).
+pub(crate) fn new_id() -> Result<String, Error> {
+    const ALPHABET: &[u8] = b"0123456789abcdefghjkmnpqrstvwxyz";
+    let mut bytes = [0u8; 10];
+    getrandom::fill(&mut bytes).map_err(|source| Error::Random { source })?;
+    Ok(bytes
+        .iter()
+        .map(|b| ALPHABET[(*b & 31) as usize] as char)
+        .collect())
+}

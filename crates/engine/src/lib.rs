@@ -7,13 +7,20 @@
 
 mod host;
 mod orphans;
+mod pool;
 mod reconcile;
 mod runtime;
 mod session;
+mod window;
 
 pub use host::Host;
+pub use pool::pool_pass;
 pub use reconcile::{reconcile, sweep};
 pub use session::{NewSessionRequest, create_session, save_all, stop_session};
+pub use window::{
+    DEFAULT_TTL_MS, MAX_SLOTS, SESSION_LEASE_TTL_MS, acquire_lease, close_window, open_window,
+    provision_slot, provisioning_plan, release_lease, renew_lease,
+};
 
 use std::path::PathBuf;
 
@@ -47,6 +54,41 @@ pub enum Error {
         id: reconcile_core::SessionId,
         message: String,
     },
-    #[error("cannot create a session id: {source}")]
+    #[error("cannot create an id: {source}")]
     Random { source: getrandom::Error },
+    #[error("a window keeps 1 to {max} slots, not {given}")]
+    InvalidSlots { given: u32, max: u32 },
+    #[error("no window {id}")]
+    NoSuchWindow { id: reconcile_core::WindowId },
+    #[error("window {id} is {state}; only an open window hands out slots")]
+    WindowNotOpen {
+        id: reconcile_core::WindowId,
+        state: reconcile_core::WindowState,
+    },
+    #[error(
+        "window {window} has no free slot right now; more are being provisioned, so retry in a \
+         moment, or start the session without a window"
+    )]
+    NoFreeSlot { window: reconcile_core::WindowId },
+    #[error(
+        "{given} is not window {window}'s repository ({repo}); leave out the repository or give that one"
+    )]
+    WrongRepository {
+        window: reconcile_core::WindowId,
+        given: PathBuf,
+        repo: PathBuf,
+    },
+    #[error("no lease {id} (it was released, or reaped after its heartbeat went stale)")]
+    NoSuchLease { id: reconcile_core::LeaseId },
+    #[error("lease {id} is held by the daemon for session {session}; stop the session instead")]
+    SessionLease {
+        id: reconcile_core::LeaseId,
+        session: reconcile_core::SessionId,
+    },
+    #[error("a lease needs an owner: 1 to 200 characters naming who holds it")]
+    InvalidOwner,
+    #[error("a lease's ttl_ms must be between {min} and {max}, not {given}")]
+    InvalidTtl { given: i64, min: i64, max: i64 },
+    #[error("slot {id} disappeared while it was being provisioned")]
+    SlotVanished { id: reconcile_core::SlotId },
 }

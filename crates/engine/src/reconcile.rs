@@ -24,21 +24,34 @@ pub fn reconcile(store: &Store, host: &Host) -> Report {
     passes(
         store,
         host,
-        &[Pass::Live, Pass::Reap, Pass::Restore, Pass::Orphans],
+        &[
+            Pass::Live,
+            Pass::Reap,
+            Pass::Restore,
+            Pass::Pool,
+            Pass::Orphans,
+        ],
+        true,
     )
 }
 
-/// The periodic sweep while the daemon runs: the live and reap passes, never a restore (a
+/// The periodic sweep while the daemon runs: the live, reap and pool passes, never a restore (a
 /// running daemon starts no agent it was not asked to), and the orphan pass when `orphans`.
 pub fn sweep(store: &Store, host: &Host, orphans: bool) -> Report {
     if orphans {
-        passes(store, host, &[Pass::Live, Pass::Reap, Pass::Orphans])
+        passes(
+            store,
+            host,
+            &[Pass::Live, Pass::Reap, Pass::Pool, Pass::Orphans],
+            false,
+        )
     } else {
-        passes(store, host, &[Pass::Live, Pass::Reap])
+        passes(store, host, &[Pass::Live, Pass::Reap, Pass::Pool], false)
     }
 }
 
-fn passes(store: &Store, host: &Host, passes: &[Pass]) -> Report {
+/// `boot`: the daemon has not started provisioning yet.
+fn passes(store: &Store, host: &Host, passes: &[Pass], boot: bool) -> Report {
     let mut report = Report::default();
     for &pass in passes {
         let states: &[SessionState] = match pass {
@@ -47,6 +60,10 @@ fn passes(store: &Store, host: &Host, passes: &[Pass]) -> Report {
             Pass::Restore => &[SessionState::Saved],
             Pass::Orphans => {
                 orphan_pass(store, host, &mut report);
+                continue;
+            }
+            Pass::Pool => {
+                pool_pass(store, host, &mut report, boot);
                 continue;
             }
         };
@@ -81,6 +98,26 @@ fn orphan_pass(store: &Store, host: &Host, report: &mut Report) {
         probe_answered: pass.tmux_answered,
     });
     report.orphans = Some(pass.counts);
+}
+
+/// Leases, slots and windows, after the session passes (so a lease's session state is current)
+/// and before any provisioning.
+fn pool_pass(store: &Store, host: &Host, report: &mut Report, boot: bool) {
+    let started = Instant::now();
+    let children_before = host.children.get();
+    let mut warnings = Vec::new();
+    let counts = crate::pool::pool_pass(store, host, now_ms(), boot, &mut warnings);
+    for w in warnings {
+        report.warn(w);
+    }
+    report.add_pass(PassReport {
+        pass: Pass::Pool,
+        rows: counts.leases + counts.slots,
+        duration_ms: started.elapsed().as_millis() as u64,
+        child_processes: host.children.get() - children_before,
+        probe_answered: true,
+    });
+    report.pool = Some(counts);
 }
 
 /// What one pass saw, gathered before any decision.

@@ -6,8 +6,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use reconcile_core::{
-    Disposition, Evidence, OwnerMarker, Runtime, Secret, Session, SessionId, SessionState,
-    StopOutcome, TmuxHandle, classify, evidence,
+    Disposition, Evidence, Lease, LeaseId, OwnerMarker, Runtime, Secret, Session, SessionId,
+    SessionState, SlotId, StopOutcome, TmuxHandle, WindowId, classify, evidence,
 };
 use reconcile_git::Preserved;
 use reconcile_store::{NewSession, Store};
@@ -16,6 +16,7 @@ use reconcile_tmux::Create;
 use crate::Error;
 use crate::host::{Host, now_ms};
 use crate::runtime;
+use crate::window;
 use reconcile_proc::failpoint;
 
 /// What a caller asks for when starting a session.
@@ -25,6 +26,8 @@ pub struct NewSessionRequest {
     pub name: Option<String>,
     pub command: Vec<String>,
     pub resume_token: Option<Secret>,
+    /// Take a warm slot of this window instead of creating a worktree. `repo` may then be empty.
+    pub window: Option<WindowId>,
 }
 
 /// Start a session: validate, write the `spawning` row, create the worktree on a new branch,
@@ -39,39 +42,65 @@ pub fn create_session(
 ) -> Result<Session, Error> {
     let program = request.command.first().ok_or(Error::EmptyCommand)?;
     resolve_program(program)?;
-    if !request.repo.exists() {
+    let given_repo = if request.repo.as_os_str().is_empty() && request.window.is_some() {
+        None
+    } else if !request.repo.exists() {
         return Err(Error::NoSuchRepository { path: request.repo });
-    }
-    let repo = host.git.repository_root(&request.repo)?;
+    } else {
+        Some(host.git.repository_root(&request.repo)?)
+    };
 
     let id = new_session_id()?;
-    let worktree = host.home.worktrees().join(id.as_str());
     let name = id.tmux_name();
-    store.insert_spawning(
-        &NewSession {
-            id: id.clone(),
-            name: request.name,
-            repo: repo.clone(),
-            branch: id.branch(),
-            worktree: worktree.clone(),
-            runtime: Runtime::Tmux(TmuxHandle::intent(name.clone())),
-            command: request.command.clone(),
-            resume_token: request.resume_token.clone(),
-        },
-        now_ms(),
-    )?;
-    failpoint::hit("create.after_row");
-
     let end = |reason: String| {
         if let Err(e) = store.terminate(&id, &reason, None, now_ms()) {
             tracing::error!(session = %id, error = %e, "could not end a session whose create failed");
         }
     };
-    if let Err(e) = host.git.add_worktree(&repo, &id.branch(), &worktree) {
-        end(format!("could not create its worktree: {e}"));
-        return Err(e.into());
-    }
-    failpoint::hit("create.after_worktree");
+    let mut new = NewSession {
+        id: id.clone(),
+        name: request.name,
+        repo: given_repo.clone().unwrap_or_default(),
+        branch: id.branch(),
+        worktree: host.home.worktrees().join(id.as_str()),
+        runtime: Runtime::Tmux(TmuxHandle::intent(name.clone())),
+        command: request.command.clone(),
+        resume_token: request.resume_token.clone(),
+    };
+    let (repo, worktree) = match &request.window {
+        // A warm slot: the slot, its lease and the row in one transaction; no worktree to make.
+        Some(window_id) => {
+            let window = window::open_window_row(store, window_id)?;
+            if let Some(given) = given_repo.filter(|given| *given != window.repo) {
+                return Err(Error::WrongRepository {
+                    window: window_id.clone(),
+                    given,
+                    repo: window.repo,
+                });
+            }
+            new.repo = window.repo.clone();
+            let lease = session_lease(&id)?;
+            let taken = store
+                .take_slot(window_id, lease, Some(&new), now_ms())?
+                .ok_or_else(|| Error::NoFreeSlot {
+                    window: window_id.clone(),
+                })?;
+            failpoint::hit("create.after_row");
+            (window.repo, taken.slot.worktree)
+        }
+        None => {
+            let repo = new.repo.clone();
+            let worktree = new.worktree.clone();
+            store.insert_spawning(&new, now_ms())?;
+            failpoint::hit("create.after_row");
+            if let Err(e) = host.git.add_worktree(&repo, &id.branch(), &worktree) {
+                end(format!("could not create its worktree: {e}"));
+                return Err(e.into());
+            }
+            failpoint::hit("create.after_worktree");
+            (repo, worktree)
+        }
+    };
 
     let marker = OwnerMarker {
         instance: host.instance_id.clone(),
@@ -238,16 +267,23 @@ pub(crate) fn preserve_and_terminate(
     Ok(())
 }
 
-/// A fresh session id: 10 characters of Crockford base32 (50 random bits).
+/// The lease the daemon holds (and renews) for a session on a warm slot.
+fn session_lease(id: &SessionId) -> Result<Lease, Error> {
+    let now = now_ms();
+    Ok(Lease {
+        id: LeaseId::parse(&crate::host::new_id()?).expect("generated ids are valid"),
+        slot: SlotId::parse("pending").expect("a valid id"),
+        owner: format!("session:{id}"),
+        session: Some(id.clone()),
+        heartbeat_ms: now,
+        ttl_ms: window::SESSION_LEASE_TTL_MS,
+        acquired_ms: now,
+    })
+}
+
+/// A fresh session id.
 fn new_session_id() -> Result<SessionId, Error> {
-    const ALPHABET: &[u8] = b"0123456789abcdefghjkmnpqrstvwxyz";
-    let mut bytes = [0u8; 10];
-    getrandom::fill(&mut bytes).map_err(|source| Error::Random { source })?;
-    let id: String = bytes
-        .iter()
-        .map(|b| ALPHABET[(*b & 31) as usize] as char)
-        .collect();
-    Ok(SessionId::parse(&id).expect("the alphabet is valid for ids"))
+    Ok(SessionId::parse(&crate::host::new_id()?).expect("generated ids are valid"))
 }
 
 /// Check that `program` can be executed: a path to an executable file, or a name on PATH.

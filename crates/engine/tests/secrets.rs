@@ -74,6 +74,7 @@ fn exercise(seen: &mut String) -> String {
         name: None,
         command: vec!["sh".into(), "-c".into(), script.clone()],
         resume_token: token(),
+        window: None,
     };
 
     let s = create_session(&f.store, &f.host, request(f.repo.clone())).unwrap();

@@ -13,6 +13,10 @@ use std::time::Duration;
 use reconcile_core::SessionId;
 use reconcile_proc::ChildCount;
 
+mod slot;
+
+pub use slot::HalfMade;
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
@@ -29,6 +33,11 @@ pub enum Error {
     NoCommits { repo: PathBuf },
     #[error("{path} already exists; a new worktree needs a fresh directory")]
     WorktreeExists { path: PathBuf },
+    #[error(
+        "{path} is neither a worktree git knows nor empty; it was kept, as nothing proves it was \
+         ours to remove"
+    )]
+    Unproven { path: PathBuf },
     #[error("cannot use {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
 }
@@ -136,6 +145,17 @@ impl Git {
 
     /// Create a worktree at `path` on a new `branch` starting from the repository's HEAD.
     pub fn add_worktree(&self, repo: &Path, branch: &str, path: &Path) -> Result<(), Error> {
+        self.add_worktree_at(repo, branch, path, "HEAD")
+    }
+
+    /// Create a worktree at `path` on a new `branch` starting at `start` (a commit or `HEAD`).
+    pub fn add_worktree_at(
+        &self,
+        repo: &Path,
+        branch: &str,
+        path: &Path,
+        start: &str,
+    ) -> Result<(), Error> {
         if path.symlink_metadata().is_ok() {
             return Err(Error::WorktreeExists {
                 path: path.to_owned(),
@@ -149,7 +169,7 @@ impl Git {
         let mut c = self.command(repo);
         c.args(["worktree", "add", "-q", "-b", branch])
             .arg(path)
-            .arg("HEAD");
+            .arg(start);
         self.ok(c, "create a worktree", repo)?;
         Ok(())
     }
@@ -157,6 +177,20 @@ impl Git {
     /// Capture the uncommitted work of `worktree` (modified, staged and untracked files; not
     /// ignored ones) as a commit on top of its HEAD, at `refs/reconcile/preserved/<session>`.
     pub fn preserve(&self, worktree: &Path, session: &SessionId) -> Result<Preserved, Error> {
+        self.preserve_as(
+            worktree,
+            &session.preserved_ref(),
+            &format!("session {session}"),
+        )
+    }
+
+    /// [`Git::preserve`] into any `reference`; `label` names whose work it is in the message.
+    pub fn preserve_as(
+        &self,
+        worktree: &Path,
+        reference: &str,
+        label: &str,
+    ) -> Result<Preserved, Error> {
         match fs::metadata(worktree) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Preserved::Missing),
             Err(source) => {
@@ -216,7 +250,7 @@ impl Git {
             }
         }
 
-        let message = format!("reconcile: preserved work of session {session}");
+        let message = format!("reconcile: preserved work of {label}");
         let mut c = self.command(worktree);
         c.args(["commit-tree", &tree, "-m", &message]);
         if let Some(head) = &head {
@@ -232,11 +266,13 @@ impl Git {
         }
         let commit = self.ok(c, "commit the preserved tree", worktree)?;
 
-        let reference = session.preserved_ref();
         let mut c = self.command(worktree);
-        c.args(["update-ref", "-m", &message, &reference, &commit]);
+        c.args(["update-ref", "-m", &message, reference, &commit]);
         self.ok(c, "write the preserved ref", worktree)?;
-        tracing::info!(session = %session, reference = %reference, "preserved uncommitted work");
-        Ok(Preserved::Saved { reference, commit })
+        tracing::info!(of = label, reference, "preserved uncommitted work");
+        Ok(Preserved::Saved {
+            reference: reference.to_owned(),
+            commit,
+        })
     }
 }

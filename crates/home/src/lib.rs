@@ -109,6 +109,11 @@ impl Home {
     pub fn worktrees(&self) -> PathBuf {
         self.root.join("worktrees")
     }
+
+    /// The worktree of warm slot `slot_id`: beside the sessions' worktrees, named apart.
+    pub fn slot_worktree(&self, slot_id: &str) -> PathBuf {
+        self.worktrees().join(format!("slot-{slot_id}"))
+    }
 }
 
 /// `$RECONCILE_PORT` or 47800.

@@ -3,6 +3,7 @@
 //! A database that cannot be opened or migrated is reported with its path and left exactly as it
 //! was: this crate never deletes, truncates or recreates a database file.
 
+mod pool;
 mod rows;
 
 use std::path::{Path, PathBuf};
@@ -12,9 +13,13 @@ use reconcile_core::{Runtime, Session, SessionId, SessionState};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use rusqlite_migration::{M, Migrations};
 
+pub use pool::Taken;
 pub use rows::NewSession;
 
-const MIGRATIONS: &[M<'static>] = &[M::up(include_str!("migrations/001_sessions.sql"))];
+const MIGRATIONS: &[M<'static>] = &[
+    M::up(include_str!("migrations/001_sessions.sql")),
+    M::up(include_str!("migrations/002_pools.sql")),
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

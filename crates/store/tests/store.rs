@@ -124,7 +124,7 @@ fn uses_wal_and_foreign_keys() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 1);
+    assert_eq!(version, 2, "every migration ran");
 }
 
 #[test]

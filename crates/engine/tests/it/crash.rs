@@ -44,6 +44,7 @@ fn child() {
                         "echo dirty > agent.txt; exec sleep 600".into(),
                     ],
                     resume_token: None,
+                    window: None,
                 },
             );
         }

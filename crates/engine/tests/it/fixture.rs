@@ -48,6 +48,7 @@ impl Fixture {
                 name: Some("test".into()),
                 command: vec!["sh".into(), "-c".into(), script.into()],
                 resume_token: token.map(|t| Secret::new(t.into())),
+                window: None,
             },
         )
         .unwrap()

@@ -5,5 +5,6 @@ mod crash;
 mod fixture;
 mod lifecycle;
 mod orphans;
+mod pool;
 mod reconcile;
 mod scale;
