@@ -406,3 +406,45 @@ fn a_daemon_started_from_inside_a_session_carries_neither_its_marker_nor_its_tok
     );
     assert!(environ.contains("RECONCILE_HOME="), "{environ}");
 }
+
+/// A daemon that holds its lock but has not bound its port or written its run-file yet (a
+/// launcher spawned it and died) is waited for, never doubled by a second spawn that would fail.
+#[test]
+fn a_daemon_still_starting_is_waited_for() {
+    use std::io::{BufRead, BufReader};
+    let env = Env::new("takeover-starting");
+    fs::create_dir_all(&env.home).unwrap();
+    // This test plays the starting daemon: it holds the lock.
+    let lock = fs::File::create(env.home.join("daemon.lock")).unwrap();
+    lock.lock().unwrap();
+    let mut launcher = env
+        .command(&bin("reconcile"))
+        .arg("takeover")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut progress = BufReader::new(launcher.stderr.take().unwrap());
+    let me = std::process::id();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(progress.read_line(&mut line).unwrap() > 0, "launcher ended");
+        assert!(
+            !line.contains("starting a daemon"),
+            "spawned while a daemon starts"
+        );
+        if line.contains(&format!("daemon {me} is reconciling")) {
+            break;
+        }
+    }
+    drop(lock);
+    let out = launcher.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("started"),
+        "{out:?}"
+    );
+    assert!(env.daemon_alive());
+}

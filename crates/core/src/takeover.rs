@@ -67,6 +67,10 @@ pub struct TakeoverSeen {
     pub ready_deadline_ms: u64,
     /// A graceful restart was asked for ("restart daemon"): replace our daemon even if healthy.
     pub restart: bool,
+    /// The pid holding the state directory's daemon lock: a daemon that is starting (or runs).
+    /// Only `reconciled` takes that lock, so a holder that has not bound the port or written
+    /// the run-file yet is a daemon in start-up, and spawning another would only fail.
+    pub lock_holder: Option<u32>,
 }
 
 /// Why a verified daemon of ours is replaced.
@@ -88,6 +92,8 @@ pub enum ReplaceBecause {
 pub enum RefuseBecause {
     /// A process that is not our daemon holds the port.
     ForeignHolder { pid: u32, program: String },
+    /// A process holds the daemon lock but never became a daemon that answers in time.
+    StuckStarting { pid: u32 },
     /// Something holds the port and cannot be identified.
     UnknownHolder,
 }
@@ -98,6 +104,10 @@ impl fmt::Display for RefuseBecause {
             RefuseBecause::ForeignHolder { pid, program } => write!(
                 f,
                 "the port is held by process {pid} ({program}), which is not this state directory's daemon; it was left alone"
+            ),
+            RefuseBecause::StuckStarting { pid } => write!(
+                f,
+                "process {pid} holds this state directory's daemon lock but has not started serving; it was left alone (look at it, or at the daemon's log)"
             ),
             RefuseBecause::UnknownHolder => f.write_str(
                 "the port is held by a process that cannot be identified (another user's?); nothing was signalled",
@@ -117,6 +127,11 @@ pub enum TakeoverPlan {
     WaitForReady {
         pid: u32,
     },
+    /// A daemon holds the lock and is still starting (not yet bound, or no run-file yet): look
+    /// again shortly.
+    WaitForStart {
+        pid: u32,
+    },
     /// Ours (identity verified against the run-file) and wedged: stop it, then spawn.
     Replace {
         daemon: ProcessIdentity,
@@ -133,8 +148,18 @@ pub enum TakeoverPlan {
 /// Decide. Only a port holder whose identity (boot id, pid, start ticks) equals the run-file's
 /// daemon is ever replaced; anything else holding the port is refused, never signalled.
 pub fn plan_daemon_takeover(seen: &TakeoverSeen) -> TakeoverPlan {
+    let starting = |pid: u32| {
+        if seen.waited_ms < seen.ready_deadline_ms {
+            TakeoverPlan::WaitForStart { pid }
+        } else {
+            TakeoverPlan::Refuse(RefuseBecause::StuckStarting { pid })
+        }
+    };
     let (holder, program) = match &seen.port {
         PortSeen::Free => {
+            if let Some(pid) = seen.lock_holder {
+                return starting(pid);
+            }
             return TakeoverPlan::Spawn {
                 remove_run_file: matches!(seen.run_file, RunFileSeen::Valid(_)),
             };
@@ -143,6 +168,10 @@ pub fn plan_daemon_takeover(seen: &TakeoverSeen) -> TakeoverPlan {
         PortSeen::Held { holder, program } => (holder, program),
     };
     let ours = matches!(&seen.run_file, RunFileSeen::Valid(run) if run.daemon == *holder);
+    if !ours && seen.lock_holder == Some(holder.pid) {
+        // Bound, but its run-file is not written yet: a daemon of ours in start-up.
+        return starting(holder.pid);
+    }
     if !ours {
         return TakeoverPlan::Refuse(RefuseBecause::ForeignHolder {
             pid: holder.pid,
@@ -234,6 +263,7 @@ mod tests {
             waited_ms,
             ready_deadline_ms: 30_000,
             restart: false,
+            lock_holder: None,
         }
     }
 
@@ -289,6 +319,50 @@ mod tests {
         for (what, seen, want) in cases {
             assert_eq!(plan_daemon_takeover(&seen), want, "{what}");
         }
+    }
+
+    #[test]
+    fn a_daemon_still_starting_is_waited_for_never_doubled() {
+        let mut s = seen(
+            run(ident(50, 1, "boot")),
+            HealthSeen::NoAnswer,
+            ReadySeen::NoAnswer,
+            PortSeen::Free,
+            0,
+        );
+        s.lock_holder = Some(100);
+        assert_eq!(
+            plan_daemon_takeover(&s),
+            TakeoverPlan::WaitForStart { pid: 100 }
+        );
+        // Bound, run-file not yet written (it still names the dead daemon).
+        s.port = held(daemon(), "reconciled");
+        assert_eq!(
+            plan_daemon_takeover(&s),
+            TakeoverPlan::WaitForStart { pid: 100 }
+        );
+        // A foreign port holder is still refused, whoever holds the lock.
+        s.port = held(ident(7, 1, "boot"), "python3");
+        assert!(matches!(
+            plan_daemon_takeover(&s),
+            TakeoverPlan::Refuse(RefuseBecause::ForeignHolder { pid: 7, .. })
+        ));
+        s.port = PortSeen::Free;
+        s.waited_ms = 30_000;
+        assert_eq!(
+            plan_daemon_takeover(&s),
+            TakeoverPlan::Refuse(RefuseBecause::StuckStarting { pid: 100 })
+        );
+        // The verified daemon of the run-file holding its own lock is planned as before.
+        let mut s = seen(
+            run(daemon()),
+            healthy(100, V),
+            ReadySeen::Ready,
+            held(daemon(), "reconciled"),
+            0,
+        );
+        s.lock_holder = Some(100);
+        assert_eq!(plan_daemon_takeover(&s), TakeoverPlan::Reuse { pid: 100 });
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod failpoint;
 mod identity;
+mod locks;
 mod port;
 mod reap;
 mod run;
@@ -10,6 +11,7 @@ mod scan;
 mod signal;
 
 pub use identity::{boot_id, identity, observe, owner_marker};
+pub use locks::flock_holder;
 pub use port::{Holder, PortHolder, port_holder};
 pub use reap::{Reaped, Target, reap, reap_instance};
 pub use run::{ChildCount, run};

@@ -68,7 +68,10 @@ impl Error {
     /// The exit code of `reconcile takeover`: 2 when refused, 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Refused(_) => 2,
+            Error::Refused(
+                reconcile_core::RefuseBecause::ForeignHolder { .. }
+                | reconcile_core::RefuseBecause::UnknownHolder,
+            ) => 2,
             _ => 1,
         }
     }

@@ -78,6 +78,13 @@ pub(crate) fn look(config: &Config, boot_id: &str, waited: Duration, restart: bo
             waited_ms: waited.as_millis() as u64,
             ready_deadline_ms: config.ready_deadline.as_millis() as u64,
             restart,
+            lock_holder: match reconcile_proc::flock_holder(&config.home.daemon_lock()) {
+                Ok(holder) => holder,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot tell whether a daemon holds its lock");
+                    None
+                }
+            },
         },
         run: run.ok(),
     }

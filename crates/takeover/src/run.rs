@@ -135,7 +135,7 @@ fn drive(
                     child,
                 });
             }
-            TakeoverPlan::WaitForReady { pid } => {
+            TakeoverPlan::WaitForReady { pid } | TakeoverPlan::WaitForStart { pid } => {
                 waiting_since.get_or_insert_with(Instant::now);
                 progress(Progress::Reconciling { pid });
                 // Polling with a deadline: the planner replaces the daemon once it has passed.
