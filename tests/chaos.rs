@@ -37,10 +37,156 @@ pub fn wait_ready_or_dead(env: &Env, daemon: &mut Child) {
     });
 }
 
-pub fn worktrees(env: &Env) -> Vec<PathBuf> {
+/// Every directory under the worktrees directory.
+pub fn all_worktrees(env: &Env) -> Vec<PathBuf> {
     match fs::read_dir(env.home.join("worktrees")) {
         Ok(entries) => entries.map(|e| e.unwrap().path()).collect(),
         Err(_) => Vec::new(),
+    }
+}
+
+/// The sessions' worktrees, which are never deleted. (A free slot's worktree is removed when its
+/// window closes; the pool invariants check slots.)
+pub fn worktrees(env: &Env) -> Vec<PathBuf> {
+    all_worktrees(env)
+        .into_iter()
+        .filter(|p| {
+            !p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("slot-")
+        })
+        .collect()
+}
+
+/// Open a window of `slots` warm slots and wait until they are ready; its id.
+pub fn open_window(env: &Env, slots: u32) -> String {
+    let repo = env.repo().display().to_string();
+    let n = slots.to_string();
+    ok(env.cli(&["window", "open", "--repo", &repo, "--slots", &n, "--wait"]))
+        .trim()
+        .to_owned()
+}
+
+/// A session on a warm slot of `window`, with uncommitted work and a detached process.
+pub fn window_session(env: &Env, window: &str) -> String {
+    let id = ok(env.cli(&[
+        "session",
+        "new",
+        "--window",
+        window,
+        "--",
+        "sh",
+        "-c",
+        "echo wip > wip.txt; nohup sleep 600 >/dev/null 2>&1 & exec sleep 600",
+    ]))
+    .trim()
+    .to_owned();
+    let worktree = env.client().session(&id).unwrap().worktree;
+    wait_for("the window session's work", DEADLINE, || {
+        PathBuf::from(&worktree).join("wip.txt").exists()
+    });
+    id
+}
+
+/// LEAK-003's invariants: no lease held by a dead owner, no orphaned or half-made slot, no stray
+/// worktree or slot branch. Waits first for the provisioner to refill every open window.
+pub fn check_pools(env: &Env, what: &str) {
+    let client = env.client();
+    wait_for("every open window to be provisioned", DEADLINE, || {
+        client.windows().unwrap().iter().all(|w| {
+            w.state != reconcile_core::WindowState::Open
+                || (w.provisioning == 0 && w.free() >= w.target as usize)
+        })
+    });
+    let sessions = client.sessions().unwrap();
+    let running = |id: &reconcile_core::SessionId| {
+        sessions
+            .iter()
+            .any(|s| s.id == id.as_str() && s.state.as_str() == "running")
+    };
+    let store = reconcile_store::Store::open(&env.home.join("reconcile.db")).unwrap();
+    let (leases, slots, windows) = (
+        store.leases().unwrap(),
+        store.slots().unwrap(),
+        store.windows().unwrap(),
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for lease in &leases {
+        let live = match &lease.session {
+            Some(session) => running(session),
+            None => !lease.owner.is_empty() && lease.heartbeat_ms + lease.ttl_ms >= now,
+        };
+        assert!(live, "{what}: lease held by a dead owner: {lease:?}");
+        assert!(
+            slots.iter().any(|s| s.id == lease.slot),
+            "{what}: lease on no slot: {lease:?}"
+        );
+    }
+    for slot in &slots {
+        use reconcile_core::SlotState::*;
+        let window = windows.iter().find(|w| Some(&w.id) == slot.window.as_ref());
+        match slot.state {
+            Retired => continue,
+            Provisioning => panic!("{what}: half-made slot left: {slot:?}"),
+            Free | Leased | Used => {}
+        }
+        assert!(
+            window.is_some_and(|w| w.state != reconcile_core::WindowState::Closed),
+            "{what}: orphaned slot (its window is gone): {slot:?}"
+        );
+        assert!(
+            slot.worktree.is_dir(),
+            "{what}: slot without its worktree: {slot:?}"
+        );
+        if slot.state == Used {
+            assert!(
+                slot.session.as_ref().is_some_and(running),
+                "{what}: a used slot whose session ended: {slot:?}"
+            );
+        }
+        if slot.state == Leased {
+            assert!(
+                leases.iter().any(|l| l.slot == slot.id),
+                "{what}: a leased slot without a lease: {slot:?}"
+            );
+        }
+    }
+    // Every worktree on disk, and every one git knows, is a session's or a recorded slot's.
+    let recorded = |path: &std::path::Path| {
+        sessions
+            .iter()
+            .any(|s| std::path::Path::new(&s.worktree) == path)
+            || slots.iter().any(|s| s.worktree == path)
+    };
+    for dir in all_worktrees(env) {
+        assert!(recorded(&dir), "{what}: stray worktree {}", dir.display());
+    }
+    let repo = env.repo();
+    for line in sh(&repo, "git worktree list --porcelain").lines() {
+        let Some(path) = line.strip_prefix("worktree ") else {
+            continue;
+        };
+        let path = PathBuf::from(path);
+        assert!(
+            path == repo.canonicalize().unwrap() || path == repo || recorded(&path),
+            "{what}: git lists a stray worktree {}",
+            path.display()
+        );
+    }
+    for branch in sh(
+        &repo,
+        "git for-each-ref --format='%(refname:short)' 'refs/heads/reconcile/slot-*'",
+    )
+    .lines()
+    {
+        assert!(
+            slots.iter().any(|s| s.branch == branch),
+            "{what}: stray slot branch {branch}"
+        );
     }
 }
 
@@ -139,6 +285,8 @@ pub fn recover_and_check(env: &Env, worktrees_before: &[PathBuf], what: &str) {
         assert!(wt.is_dir(), "{what}: worktree {} deleted", wt.display());
     }
 
+    check_pools(env, what);
+
     // A second reconcile takes no action.
     let again: Value =
         serde_json::from_str(&ok(env.cli(&["daemon", "restart", "--json"]))).unwrap();
@@ -158,9 +306,22 @@ pub fn recover_and_check(env: &Env, worktrees_before: &[PathBuf], what: &str) {
     .sum();
     let reaped = report["orphans"]["terminated"].as_u64().unwrap_or(0)
         + report["orphans"]["killed"].as_u64().unwrap_or(0);
+    let pool: u64 = [
+        "leases_reaped_unowned",
+        "leases_reaped_stale",
+        "leases_released_session_ended",
+        "slots_returned",
+        "slots_removed",
+        "slots_retired",
+        "slots_half_made_removed",
+        "windows_closed",
+    ]
+    .iter()
+    .map(|k| report["pool"][k].as_u64().unwrap_or(0))
+    .sum();
     assert_eq!(
-        (actions, reaped),
-        (0, 0),
+        (actions, reaped, pool),
+        (0, 0, 0),
         "{what}: the second reconcile acted: {report}"
     );
     assert_eq!(

@@ -176,3 +176,75 @@ fn crash_during_takeover() {
         );
     }
 }
+
+#[test]
+fn crash_during_provisioning() {
+    for failpoint in ["pool.after_row", "pool.after_worktree"] {
+        let mut env = Env::new("chaos-provision");
+        env.start();
+        // A window with a session, so the pool holds more than the slot being made.
+        let window = open_window(&env, 1);
+        window_session(&env, &window);
+        env.sigterm();
+        let mut daemon = start_at(&env, failpoint);
+        wait_ready_or_dead(&env, &mut daemon);
+        let repo = env.repo().display().to_string();
+        ok(env.cli(&["window", "open", "--repo", &repo, "--slots", "2"]));
+        died_at(daemon, failpoint);
+        let before = worktrees(&env);
+        recover_and_check(&env, &before, failpoint);
+        let report = reconcile_e2e::report_json(&env);
+        assert_eq!(report["kind"], "boot", "{failpoint}");
+    }
+}
+
+#[test]
+fn crash_during_the_pool_pass_and_window_close() {
+    for (failpoint, close) in [
+        ("pool.after_leases", false),
+        ("window.after_closing", true),
+        ("pool.after_remove_worktree", true),
+    ] {
+        let mut env = Env::new("chaos-close");
+        env.start();
+        let window = open_window(&env, 2);
+        let session = window_session(&env, &window);
+        let lease = env
+            .client()
+            .acquire_lease(
+                &window,
+                &reconcile_api::AcquireLease {
+                    owner: "chaos".into(),
+                    ttl_ms: Some(600_000),
+                },
+            )
+            .unwrap();
+        env.sigterm();
+        let mut daemon = start_at(&env, failpoint);
+        wait_ready_or_dead(&env, &mut daemon);
+        if close {
+            assert!(
+                !env.cli(&["window", "close", &window]).status.success(),
+                "{failpoint}: the close must not report success"
+            );
+        }
+        died_at(daemon, failpoint);
+        let before = worktrees(&env);
+        recover_and_check(&env, &before, failpoint);
+        let client = env.client();
+        assert_eq!(
+            client.session(&session).unwrap().state.as_str(),
+            "running",
+            "{failpoint}"
+        );
+        let w = client.window(&window).unwrap();
+        if close {
+            // The close went on after the crash: only the running session's slot is left.
+            assert_eq!(w.state.as_str(), "closing", "{failpoint}");
+            assert_eq!(w.slots.len(), 1, "{failpoint}: {w:?}");
+            assert!(client.renew_lease(&lease.id).is_err(), "{failpoint}");
+        } else {
+            assert!(client.renew_lease(&lease.id).is_ok(), "{failpoint}");
+        }
+    }
+}
