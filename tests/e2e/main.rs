@@ -7,3 +7,4 @@ mod daemon;
 mod orphans;
 mod secrets;
 mod takeover;
+mod windows;
