@@ -2,14 +2,19 @@
 //! failpoint or after a random delay during a random operation, runs `reconcile takeover`, and
 //! checks every invariant. The seed is printed first, so a failing run can be replayed.
 //!
+//! Every round has a window with a warm pool and a session in one of its slots, so the pool
+//! invariants (LEAK-003) are checked after every crash, not only after the window operations.
+//!
 //! Run: `scripts/chaos [--seed N] [--rounds N]`; `scripts/chaos --all` instead crashes the daemon
-//! once at every failpoint of create, stop and stop-with-sessions and prints a Markdown table.
+//! once at every failpoint of create, stop, stop-with-sessions, window open (provisioning) and
+//! window close, and prints a Markdown table.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reconcile_e2e::Env;
 use reconcile_e2e::chaos::{
-    busy_session, died_at, recover_and_check, start_at, wait_ready_or_dead, worktrees,
+    busy_session, died_at, open_window, recover_and_check, start_at, wait_ready_or_dead,
+    window_session, worktrees,
 };
 
 /// xorshift64*: small, deterministic, good enough to pick scenarios.
@@ -33,7 +38,21 @@ enum Operation {
     Create,
     Stop,
     StopWithSessions,
+    /// `session new --window`: a warm slot under a lease.
+    WindowSession,
+    /// `window open`: provisioning in the background.
+    OpenWindow,
+    CloseWindow,
 }
+
+const OPERATIONS: [Operation; 6] = [
+    Operation::Create,
+    Operation::Stop,
+    Operation::StopWithSessions,
+    Operation::WindowSession,
+    Operation::OpenWindow,
+    Operation::CloseWindow,
+];
 
 const FAILPOINTS: &[(&str, Operation)] = &[
     ("create.after_row", Operation::Create),
@@ -44,6 +63,12 @@ const FAILPOINTS: &[(&str, Operation)] = &[
     ("terminate.after_preserve", Operation::Stop),
     ("save.after_mark", Operation::StopWithSessions),
     ("save.after_teardown", Operation::StopWithSessions),
+    ("create.after_row", Operation::WindowSession),
+    ("create.after_tmux", Operation::WindowSession),
+    ("pool.after_row", Operation::OpenWindow),
+    ("pool.after_worktree", Operation::OpenWindow),
+    ("window.after_closing", Operation::CloseWindow),
+    ("pool.after_remove_worktree", Operation::CloseWindow),
 ];
 
 fn arg(name: &str) -> Option<u64> {
@@ -54,7 +79,17 @@ fn arg(name: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
-fn operate(env: &Env, operation: Operation, victim: &str) -> std::process::Child {
+/// What every round starts from: two cold sessions (the first is the victim of a stop), and a
+/// window with a session in one of its slots.
+fn setup(env: &Env) -> (String, String) {
+    let victim = busy_session(env);
+    busy_session(env);
+    let window = open_window(env, 2);
+    window_session(env, &window);
+    (victim, window)
+}
+
+fn operate(env: &Env, operation: Operation, victim: &str, window: &str) -> std::process::Child {
     let args: Vec<&str> = match operation {
         Operation::Create => vec![
             "session",
@@ -68,6 +103,18 @@ fn operate(env: &Env, operation: Operation, victim: &str) -> std::process::Child
         ],
         Operation::Stop => vec!["session", "stop", victim],
         Operation::StopWithSessions => vec!["daemon", "stop", "--stop-sessions"],
+        Operation::WindowSession => vec![
+            "session",
+            "new",
+            "--window",
+            window,
+            "--",
+            "sh",
+            "-c",
+            "echo wip > wip.txt; exec sleep 600",
+        ],
+        Operation::OpenWindow => vec!["window", "open", "--repo", "REPO", "--slots", "2"],
+        Operation::CloseWindow => vec!["window", "close", window],
     };
     let repo = env.repo().display().to_string();
     let args: Vec<&str> = args
@@ -90,12 +137,11 @@ fn every_failpoint() {
     for (failpoint, operation) in FAILPOINTS {
         let mut env = Env::new("chaos-all");
         env.start();
-        let victim = busy_session(&env);
-        busy_session(&env);
+        let (victim, window) = setup(&env);
         env.sigterm();
         let mut daemon = start_at(&env, failpoint);
         wait_ready_or_dead(&env, &mut daemon);
-        let mut op = operate(&env, *operation, &victim);
+        let mut op = operate(&env, *operation, &victim, &window);
         died_at(daemon, failpoint);
         let _ = op.wait();
         let before = worktrees(&env);
@@ -122,25 +168,20 @@ fn main() {
     for round in 1..=rounds {
         let mut env = Env::new("chaos-random");
         env.start();
-        let sessions: Vec<String> = (0..1 + rng.below(3)).map(|_| busy_session(&env)).collect();
-        let victim = sessions[rng.below(sessions.len() as u64) as usize].clone();
+        let (victim, window) = setup(&env);
         let what = if rng.below(2) == 0 {
             let (failpoint, operation) = FAILPOINTS[rng.below(FAILPOINTS.len() as u64) as usize];
             env.sigterm();
             let mut daemon = start_at(&env, failpoint);
             wait_ready_or_dead(&env, &mut daemon);
-            let mut op = operate(&env, operation, &victim);
+            let mut op = operate(&env, operation, &victim, &window);
             died_at(daemon, failpoint);
             let _ = op.wait();
             format!("failpoint {failpoint} during {operation:?}")
         } else {
-            let operation = [
-                Operation::Create,
-                Operation::Stop,
-                Operation::StopWithSessions,
-            ][rng.below(3) as usize];
+            let operation = OPERATIONS[rng.below(OPERATIONS.len() as u64) as usize];
             let delay = Duration::from_millis(rng.below(300));
-            let mut op = operate(&env, operation, &victim);
+            let mut op = operate(&env, operation, &victim, &window);
             // The crash lands wherever the operation has got to after `delay`, or right after it
             // finished if it was quicker.
             reconcile_e2e::exits_within(op.id(), delay);
