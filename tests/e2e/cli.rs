@@ -13,7 +13,11 @@ fn sessions_from_the_command_line() {
     let repo = env.repo();
     let repo_s = repo.display().to_string();
     let out = env.dir.path().join("argv");
-    let script = format!("printf '%s|' \"$@\" > {}; exec sleep 600", out.display());
+    // Written aside and renamed, so the file appears complete or not at all.
+    let script = format!(
+        "printf '%s|' \"$@\" > {0}.tmp && mv {0}.tmp {0}; exec sleep 600",
+        out.display()
+    );
     let id = ok(env.cli(&[
         "session",
         "new",
