@@ -23,7 +23,7 @@ use reconcile_core::{LeaseId, SlotState, WindowState};
 use reconcile_e2e::chaos::{
     all_worktrees, check_pools, died_at, open_window, start_at, wait_ready_or_dead,
 };
-use reconcile_e2e::{DEADLINE, Env, bin, ok, report_json};
+use reconcile_e2e::{DEADLINE, Env, bin, ok, pool_actions, report_json};
 use reconcile_store::Store;
 use reconcile_testkit::{sh, wait_for};
 use serde_json::Value;
@@ -182,18 +182,7 @@ fn leftover_slots_reaped(story: &mut Option<Story>) {
     let live_before = s.env.client().window(&s.live).unwrap();
     // The daemon crashes, and the crashed window's state is gone; a slot whose window was never
     // recorded is left too.
-    let run = s.env.run_file();
-    let boot = reconcile_proc::boot_id().unwrap();
-    reconcile_proc::stop_process_group(
-        &boot,
-        &reconcile_core::ProcessIdentity {
-            boot_id: run.boot_id.clone(),
-            pid: run.pid,
-            start_ticks: run.start_ticks,
-        },
-        std::time::Duration::ZERO,
-    )
-    .unwrap();
+    s.env.stop_recorded_daemon(std::time::Duration::ZERO);
     let db = s.env.home.join("reconcile.db");
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.execute("DELETE FROM windows WHERE id = ?1", [&crashed])
@@ -265,21 +254,7 @@ fn second_run_changes_nothing(story: &mut Option<Story>) {
     assert_eq!(out["action"], "replaced");
     let report = report_json(&s.env);
     assert_eq!(report["kind"], "boot");
-    let pool = &report["pool"];
-    let acted: u64 = [
-        "leases_reaped_unowned",
-        "leases_reaped_stale",
-        "leases_released_session_ended",
-        "slots_returned",
-        "slots_removed",
-        "slots_retired",
-        "slots_half_made_removed",
-        "windows_closed",
-        "failed",
-    ]
-    .iter()
-    .map(|k| pool[k].as_u64().unwrap())
-    .sum();
+    let acted = pool_actions(&report);
     assert_eq!(acted, 0, "{report}");
     assert_eq!(report["warnings"].as_array().unwrap().len(), 0, "{report}");
     check_pools(&s.env, "after the second run");
@@ -329,18 +304,8 @@ fn close_cleans(story: &mut Option<Story>) {
 fn crash_while_provisioning(story: &mut Option<Story>) {
     let s = self::story(story);
     for failpoint in ["pool.after_row", "pool.after_worktree"] {
-        let run = s.env.run_file();
-        let boot = reconcile_proc::boot_id().unwrap();
-        reconcile_proc::stop_process_group(
-            &boot,
-            &reconcile_core::ProcessIdentity {
-                boot_id: run.boot_id.clone(),
-                pid: run.pid,
-                start_ticks: run.start_ticks,
-            },
-            std::time::Duration::from_secs(5),
-        )
-        .unwrap();
+        s.env
+            .stop_recorded_daemon(std::time::Duration::from_secs(5));
         let mut daemon = start_at(&s.env, failpoint);
         wait_ready_or_dead(&s.env, &mut daemon);
         let repo = s.env.repo().display().to_string();

@@ -308,19 +308,7 @@ pub fn recover_and_check(env: &Env, worktrees_before: &[PathBuf], what: &str) {
     .sum();
     let reaped = report["orphans"]["terminated"].as_u64().unwrap_or(0)
         + report["orphans"]["killed"].as_u64().unwrap_or(0);
-    let pool: u64 = [
-        "leases_reaped_unowned",
-        "leases_reaped_stale",
-        "leases_released_session_ended",
-        "slots_returned",
-        "slots_removed",
-        "slots_retired",
-        "slots_half_made_removed",
-        "windows_closed",
-    ]
-    .iter()
-    .map(|k| report["pool"][k].as_u64().unwrap_or(0))
-    .sum();
+    let pool = crate::pool_actions(&report);
     assert_eq!(
         (actions, reaped, pool),
         (0, 0, 0),

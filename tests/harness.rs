@@ -264,6 +264,14 @@ impl Env {
         })
     }
 
+    /// Stop the daemon the run-file names, through its verified identity (SIGTERM, then SIGKILL
+    /// after `grace`; a zero grace is a crash). It need not be this test's child.
+    pub fn stop_recorded_daemon(&self, grace: Duration) {
+        let boot = reconcile_proc::boot_id().unwrap();
+        let identity = self.daemon_identity().expect("a run-file names the daemon");
+        reconcile_proc::stop_process_group(&boot, &identity, grace).unwrap();
+    }
+
     /// Whether the process the run-file names is alive with that identity.
     pub fn daemon_alive(&self) -> bool {
         self.daemon_identity().is_some_and(|id| alive(&id))
@@ -348,6 +356,24 @@ pub fn ok(output: Output) -> String {
 /// `reconcile report --json`, parsed.
 pub fn report_json(env: &Env) -> serde_json::Value {
     serde_json::from_str(&ok(env.cli(&["report", "--json"]))).unwrap()
+}
+
+/// Everything the pool pass of a report changed or failed to change (renewals are routine).
+pub fn pool_actions(report: &serde_json::Value) -> u64 {
+    [
+        "leases_reaped_unowned",
+        "leases_reaped_stale",
+        "leases_released_session_ended",
+        "slots_returned",
+        "slots_removed",
+        "slots_retired",
+        "slots_half_made_removed",
+        "windows_closed",
+        "failed",
+    ]
+    .iter()
+    .map(|k| report["pool"][k].as_u64().unwrap_or(0))
+    .sum()
 }
 
 /// Rows counted under (evidence, disposition) over every pass of a report.
