@@ -197,41 +197,9 @@ fn takeover_config() -> anyhow::Result<reconcile_takeover::Config> {
 }
 
 pub fn takeover(json: bool, restart: bool) -> anyhow::Result<()> {
-    let config = takeover_config()?;
-    let mut progress = |p: reconcile_takeover::Progress| {
-        if !json {
-            eprintln!("{}", describe(&p));
-        }
-    };
-    let outcome = if restart {
-        reconcile_takeover::restart(&config, &mut progress)?
-    } else {
-        reconcile_takeover::takeover(&config, &mut progress)?
-    };
-    if json {
-        println!("{}", serde_json::to_string(&outcome)?);
-    } else {
-        let verb = match outcome.action {
-            reconcile_takeover::Action::Reused => "reused",
-            reconcile_takeover::Action::Replaced => "replaced; now",
-            reconcile_takeover::Action::Spawned => "started",
-        };
-        println!(
-            "daemon {verb} pid {} on port {}, ready ({} ms)",
-            outcome.pid, outcome.port, outcome.elapsed_ms
-        );
-    }
+    let exe = std::env::current_exe().context("cannot find this program's own path")?;
+    reconcile_takeover::headless(&exe, json, restart)?;
     Ok(())
-}
-
-fn describe(progress: &reconcile_takeover::Progress) -> String {
-    use reconcile_takeover::Progress;
-    match progress {
-        Progress::Probing => "probing the daemon".to_owned(),
-        Progress::Replacing { pid, because } => format!("replacing daemon {pid} ({because:?})"),
-        Progress::Spawning => "starting a daemon".to_owned(),
-        Progress::Reconciling { pid } => format!("daemon {pid} is reconciling"),
-    }
 }
 
 pub fn supervise() -> anyhow::Result<()> {

@@ -6,12 +6,14 @@
 //! it cannot prove is this state directory's daemon. Decisions come from
 //! `reconcile_core::plan_daemon_takeover`; this crate observes and acts.
 
+mod headless;
 mod lock;
 mod observe;
 mod run;
 mod spawn;
 mod supervise;
 
+pub use headless::{describe, headless};
 pub use lock::{TakeoverLock, lock};
 pub use run::{Action, Config, Outcome, Progress, restart, takeover};
 pub use spawn::last_log_lines;
