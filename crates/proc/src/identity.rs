@@ -167,3 +167,36 @@ mod tests {
         assert_eq!(owner_marker(99_999_999), Marker::Unreadable);
     }
 }
+
+/// When a process with `start_ticks` (field 22 of its stat) started, in Unix milliseconds: boot
+/// time from `/proc/stat` plus the ticks.
+pub fn started_at_ms(start_ticks: u64) -> Result<i64, Error> {
+    let path = std::path::PathBuf::from("/proc/stat");
+    let stat = std::fs::read_to_string(&path).map_err(|source| Error::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let btime: i64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or(Error::Parse { path })?;
+    let hz = rustix::param::clock_ticks_per_second().max(1);
+    Ok(btime * 1000 + (start_ticks * 1000 / hz) as i64)
+}
+
+#[cfg(test)]
+mod started {
+    #[test]
+    fn this_process_started_within_the_last_minutes() {
+        let boot = super::boot_id().unwrap();
+        let me = super::identity(&boot, std::process::id()).unwrap().unwrap();
+        let started = super::started_at_ms(me.start_ticks).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        assert!(started <= now + 1000, "{started} vs {now}");
+        assert!(now - started < 3_600_000, "{started} vs {now}");
+    }
+}

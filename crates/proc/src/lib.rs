@@ -10,7 +10,7 @@ mod run;
 mod scan;
 mod signal;
 
-pub use identity::{boot_id, identity, observe, owner_marker};
+pub use identity::{boot_id, identity, observe, owner_marker, started_at_ms};
 pub use locks::flock_holder;
 pub use port::{Holder, PortHolder, port_holder};
 pub use reap::{Reaped, Target, reap, reap_instance};
