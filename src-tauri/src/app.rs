@@ -43,7 +43,7 @@ pub fn run() -> anyhow::Result<()> {
                 let _ = window.hide();
             }
         })
-        .build(tauri::generate_context!("../tauri.conf.json"))
+        .build(tauri::generate_context!())
         .context("cannot start the desktop app (is there a display?)")?;
     app.run(|app, event| {
         if let RunEvent::Exit = event {
