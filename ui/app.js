@@ -78,7 +78,8 @@ function renderStatus() {
   const log = $("#log");
   log.hidden = !status.log;
   log.textContent = status.log || "";
-  $("#restart").disabled = status.phase !== "ready";
+  // Restart a ready daemon, or start over after a crash loop or a failed takeover.
+  $("#restart").disabled = !["ready", "crash_loop", "failed"].includes(status.phase);
 }
 
 function renderUptime() {

@@ -64,8 +64,16 @@ pub fn show_window(app: &AppHandle) {
 }
 
 /// A graceful replace, off the UI thread: the daemon's sessions survive; supervision sees it
-/// go and follows the new one.
+/// go and follows the new one. After a crash loop or a failed takeover, a fresh start.
 pub fn restart_daemon(app: &AppHandle) {
+    if matches!(
+        app.state::<Launcher>().status().phase,
+        Phase::CrashLoop | Phase::Failed
+    ) {
+        // Supervision had stopped: start over (take over, then supervise again).
+        daemon::start(app.clone());
+        return;
+    }
     let app = app.clone();
     std::thread::spawn(move || {
         let launcher = app.state::<Launcher>();

@@ -147,8 +147,10 @@ fn keep(app: &AppHandle) {
                 s.log = Some(log);
             }),
         });
-    if let Err(e) = supervised {
-        failed(app, e.to_string());
+    match supervised {
+        // Already shown, with the daemon's last log lines.
+        Ok(()) | Err(reconcile_takeover::Error::CrashLoop { .. }) => {}
+        Err(e) => failed(app, e.to_string()),
     }
 }
 

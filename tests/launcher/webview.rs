@@ -102,3 +102,30 @@ fn the_window_shows_the_daemon_and_its_sessions_live() {
     );
     driver.screenshot("5-800x600");
 }
+
+/// A daemon that cannot start (its database is not one) crash-loops; supervision stops and the
+/// window says so, with the daemon's last log lines.
+#[test]
+fn a_crash_loop_shows_with_the_daemons_last_log_lines() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let env = Env::new("launcher-crashloop");
+    std::fs::create_dir_all(&env.home).unwrap();
+    std::fs::write(env.home.join("reconcile.db"), b"this is not a database").unwrap();
+    let display = Display::start();
+    let bus = Bus::start();
+    let driver = Driver::start(&env, &display, &bus);
+    driver.wait_until(
+        "the window to show the crash loop",
+        "return document.querySelector('#phase').dataset.phase === 'crash_loop'",
+    );
+    driver.wait_until(
+        "the daemon's last log lines",
+        "const l = document.querySelector('#log'); return !l.hidden && l.textContent.includes('reconcile.db')",
+    );
+    driver.screenshot("6-crash-loop");
+    assert_eq!(
+        std::fs::read(env.home.join("reconcile.db")).unwrap(),
+        b"this is not a database",
+        "the bad file is left as it was"
+    );
+}
