@@ -66,11 +66,8 @@ pub fn show_window(app: &AppHandle) {
 /// A graceful replace, off the UI thread: the daemon's sessions survive; supervision sees it
 /// go and follows the new one. After a crash loop or a failed takeover, a fresh start.
 pub fn restart_daemon(app: &AppHandle) {
-    if matches!(
-        app.state::<Launcher>().status().phase,
-        Phase::CrashLoop | Phase::Failed
-    ) {
-        // Supervision had stopped: start over (take over, then supervise again).
+    if !app.state::<Launcher>().keeping.load(Ordering::SeqCst) {
+        // Supervision had stopped (a crash loop, a refused takeover): start over.
         daemon::start(app.clone());
         return;
     }

@@ -51,6 +51,8 @@ pub struct Launcher {
     pub quitting: AtomicBool,
     /// Bumped whenever a new daemon is ready, so the event stream of the old one ends.
     generation: AtomicU64,
+    /// Whether the keeper thread (takeover, then supervision) runs.
+    pub keeping: AtomicBool,
 }
 
 impl Launcher {
@@ -70,6 +72,7 @@ impl Launcher {
             }),
             quitting: AtomicBool::new(false),
             generation: AtomicU64::new(0),
+            keeping: AtomicBool::new(false),
         }
     }
 
@@ -101,11 +104,19 @@ pub fn update(app: &AppHandle, change: impl FnOnce(&mut Status)) {
     }
 }
 
-/// Take the daemon over, then supervise it until the app quits.
+/// Take the daemon over, then supervise it until the app quits; nothing when that already runs.
 pub fn start(app: AppHandle) {
+    if app.state::<Launcher>().keeping.swap(true, Ordering::SeqCst) {
+        return;
+    }
     std::thread::Builder::new()
         .name("daemon".into())
-        .spawn(move || keep(&app))
+        .spawn(move || {
+            keep(&app);
+            app.state::<Launcher>()
+                .keeping
+                .store(false, Ordering::SeqCst);
+        })
         .expect("a thread can be started");
 }
 
