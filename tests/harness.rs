@@ -277,6 +277,20 @@ impl Env {
         self.daemon_identity().is_some_and(|id| alive(&id))
     }
 
+    /// Subscribe to the daemon's event stream (`/v1/events`), kept open up to the deadline.
+    pub fn events(&self) -> reqwest::blocking::Response {
+        let events = reqwest::blocking::Client::builder()
+            .timeout(DEADLINE)
+            .build()
+            .unwrap()
+            .get(self.url("/v1/events"))
+            .bearer_auth(self.token())
+            .send()
+            .unwrap();
+        assert_eq!(events.status(), 200);
+        events
+    }
+
     /// Run `reconcile takeover --json` and parse its output; panics on failure.
     pub fn takeover(&self) -> serde_json::Value {
         serde_json::from_str(&ok(self.cli(&["takeover", "--json"]))).unwrap()
@@ -374,6 +388,17 @@ pub fn pool_actions(report: &serde_json::Value) -> u64 {
     .iter()
     .map(|k| report["pool"][k].as_u64().unwrap_or(0))
     .sum()
+}
+
+/// The median of timed samples, for the benchmarks.
+pub fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// A duration in milliseconds, for the benchmarks' tables.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 /// Rows counted under (evidence, disposition) over every pass of a report.

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use reconcile_api::{Client, CreateSession, OpenWindow};
-use reconcile_e2e::{DEADLINE, Env};
+use reconcile_e2e::{DEADLINE, Env, median, ms};
 use reconcile_testkit::{sh, wait_for};
 
 const FILES: usize = 20_000;
@@ -49,15 +49,6 @@ fn start(client: &Client, request: CreateSession) -> Duration {
     let elapsed = started.elapsed();
     assert_eq!(session.state.as_str(), "running");
     elapsed
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn main() {

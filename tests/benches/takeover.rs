@@ -8,7 +8,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use reconcile_e2e::{Env, bin, ok};
+use reconcile_e2e::{Env, bin, median, ms, ok};
 
 fn timed(env: &Env, args: &[&str]) -> Duration {
     let started = Instant::now();
@@ -21,15 +21,6 @@ fn timed(env: &Env, args: &[&str]) -> Duration {
     let elapsed = started.elapsed();
     ok(out);
     elapsed
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn stop_signal(pid: u32, signal: rustix::process::Signal) {

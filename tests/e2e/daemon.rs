@@ -183,15 +183,7 @@ fn a_running_daemon_notices_a_dead_session_and_announces_it() {
     let mut env = Env::new("e2e-sweep");
     env.start();
     let id = env.session("exec sleep 600");
-    let events = reqwest::blocking::Client::builder()
-        .timeout(DEADLINE)
-        .build()
-        .unwrap()
-        .get(env.url("/v1/events"))
-        .bearer_auth(env.token())
-        .send()
-        .unwrap();
-    assert_eq!(events.status(), 200);
+    let events = env.events();
     env.socket.kill_session(&format!("rc-{id}"));
 
     let mut reader = BufReader::new(events);

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use reconcile_api::{AcquireLease, ClientError, ErrorCode, OpenWindow, WindowView};
 use reconcile_e2e::chaos::open_window;
-use reconcile_e2e::{DEADLINE, Env, ok};
+use reconcile_e2e::{Env, ok};
 use serde_json::Value;
 
 fn code(e: ClientError) -> (u16, ErrorCode) {
@@ -20,14 +20,7 @@ fn code(e: ClientError) -> (u16, ErrorCode) {
 fn opening_a_window_provisions_in_the_background_with_progress_on_the_event_stream() {
     let mut env = Env::new("e2e-window-open");
     env.start();
-    let events = reqwest::blocking::Client::builder()
-        .timeout(DEADLINE)
-        .build()
-        .unwrap()
-        .get(env.url("/v1/events"))
-        .bearer_auth(env.token())
-        .send()
-        .unwrap();
+    let events = env.events();
     let opened = env
         .client()
         .open_window(&OpenWindow {

@@ -106,10 +106,27 @@ impl Bus {
         }
     }
 
-    /// `gdbus` on this bus; stdout, or a panic with what it printed.
-    pub fn gdbus(&self, args: &[&str]) -> String {
-        self.try_gdbus(args)
-            .unwrap_or_else(|e| panic!("gdbus {args:?}: {e}"))
+    /// Call `method` of `dest` at `path` with `args` (GVariant text); its reply, or the error.
+    pub fn call(
+        &self,
+        dest: &str,
+        path: &str,
+        method: &str,
+        args: &[&str],
+    ) -> Result<String, String> {
+        let mut all = vec![
+            "call",
+            "--session",
+            "--dest",
+            dest,
+            "--object-path",
+            path,
+            "--method",
+            method,
+            "--",
+        ];
+        all.extend_from_slice(args);
+        self.try_gdbus(&all)
     }
 
     /// `gdbus` on this bus; stdout, or what it printed on stderr.

@@ -9,6 +9,8 @@ use reconcile_testkit::wait_for;
 
 use crate::desktop::{App, Bus, Display, ONE_AT_A_TIME};
 
+const DBUS: &str = "org.freedesktop.DBus";
+
 /// The launcher's dbusmenu: its bus name and object path.
 struct Menu<'a> {
     bus: &'a Bus,
@@ -30,20 +32,15 @@ impl Menu<'_> {
 
     /// (id, label) of every item.
     fn items(&self) -> Vec<(u32, String)> {
-        let layout = self.bus.gdbus(&[
-            "call",
-            "--session",
-            "--dest",
-            &self.name,
-            "--object-path",
-            &self.path,
-            "--method",
-            "com.canonical.dbusmenu.GetLayout",
-            "--",
-            "0",
-            "-1",
-            "[]",
-        ]);
+        let layout = self
+            .bus
+            .call(
+                &self.name,
+                &self.path,
+                "com.canonical.dbusmenu.GetLayout",
+                &["0", "-1", "[]"],
+            )
+            .unwrap();
         layout
             .split("<(")
             .skip(1)
@@ -69,48 +66,34 @@ impl Menu<'_> {
             .find(|(_, l)| l == label)
             .unwrap_or_else(|| panic!("no item {label:?} in {:?}", self.items()))
             .0;
-        self.bus.gdbus(&[
-            "call",
-            "--session",
-            "--dest",
-            &self.name,
-            "--object-path",
-            &self.path,
-            "--method",
-            "com.canonical.dbusmenu.Event",
-            "--",
-            &id.to_string(),
-            "clicked",
-            "<0>",
-            "0",
-        ]);
+        self.bus
+            .call(
+                &self.name,
+                &self.path,
+                "com.canonical.dbusmenu.Event",
+                &[&id.to_string(), "clicked", "<0>", "0"],
+            )
+            .unwrap();
     }
 }
 
 /// The bus name owned by `pid` that has an ayatana notification item, and its menu's path.
 fn menu_of(bus: &Bus, pid: u32) -> Option<(String, String)> {
-    let names = bus.gdbus(&[
-        "call",
-        "--session",
-        "--dest",
-        "org.freedesktop.DBus",
-        "--object-path",
-        "/org/freedesktop/DBus",
-        "--method",
-        "org.freedesktop.DBus.ListNames",
-    ]);
-    for name in names.split('\'').filter(|n| n.starts_with(":1.")) {
-        let Ok(owner) = bus.try_gdbus(&[
-            "call",
-            "--session",
-            "--dest",
-            "org.freedesktop.DBus",
-            "--object-path",
+    let names = bus
+        .call(
+            DBUS,
             "/org/freedesktop/DBus",
-            "--method",
+            "org.freedesktop.DBus.ListNames",
+            &[],
+        )
+        .unwrap();
+    for name in names.split('\'').filter(|n| n.starts_with(":1.")) {
+        let Ok(owner) = bus.call(
+            DBUS,
+            "/org/freedesktop/DBus",
             "org.freedesktop.DBus.GetConnectionUnixProcessID",
-            name,
-        ]) else {
+            &[name],
+        ) else {
             continue;
         };
         if owner.trim() != format!("(uint32 {pid},)") {
